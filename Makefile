@@ -1,0 +1,61 @@
+# laplace-bench: `make test` and `make reproduce-table-2` set everything up from nothing.
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+SCALE ?= cpu
+RESULTS ?= results
+export BENCH_RESULTS_DIR ?= $(RESULTS)
+
+SSLA_ARTIFACTS := figure-1 figure-3 table-1 table-7 table-8
+IMPLEMENTED := $(addprefix ssla/,$(SSLA_ARTIFACTS) blr)
+
+.PHONY: help install test test-all lint reproduce-all reports report-index clean-venv \
+	$(addprefix reproduce-,$(SSLA_ARTIFACTS)) $(addprefix reproduce-ssla-,$(SSLA_ARTIFACTS) blr)
+
+# reproduce-<paper>-<artifact>: run the experiment's jobs at SCALE, then render its report.
+define reproduce_rule
+reproduce-$(subst /,-,$(1)): $$(VENV)/.installed
+	$$(PY) -m bench.reproduce $(1) --scale $$(SCALE)
+endef
+$(foreach a,$(IMPLEMENTED),$(eval $(call reproduce_rule,$(a))))
+# SSLA short forms: reproduce-table-N / reproduce-figure-N.
+$(foreach a,$(SSLA_ARTIFACTS),$(eval reproduce-$(a): reproduce-ssla-$(a)))
+
+help:  ## List the make targets
+	@grep -E '^[a-zA-Z0-9_%.-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip
+	$(BIN)/pip install -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed  ## Create .venv and install the project with test extras
+
+test: $(VENV)/.installed  ## Fast test suite (excludes tests marked slow)
+	$(BIN)/pytest -m "not slow" -q
+
+test-all: $(VENV)/.installed  ## Every test, slow ones included
+	$(BIN)/pytest -q
+
+lint: $(VENV)/.installed  ## ruff
+	$(BIN)/ruff check bench tests
+
+list-reproduce:  ## List the reproduce-<paper>-<artifact> targets (SCALE=smoke|cpu|paper)
+	@for a in $(IMPLEMENTED); do echo "reproduce-$$(echo $$a | tr / -)"; done
+	@for a in $(SSLA_ARTIFACTS); do echo "reproduce-$$a"; done
+
+reproduce-all: $(VENV)/.installed  ## Every implemented artifact at SCALE
+	set -e; for a in $(IMPLEMENTED); do $(PY) -m bench.reproduce $$a --scale $(SCALE); done
+	$(PY) -m bench.report --index
+
+reports: $(VENV)/.installed  ## Re-render every report from existing records
+	$(PY) -m bench.report --all
+	$(PY) -m bench.report --index
+
+report-index: $(VENV)/.installed  ## Rewrite reports/README.md
+	$(PY) -m bench.report --index
+
+clean-venv:  ## Remove .venv
+	rm -rf $(VENV)

@@ -1,0 +1,3 @@
+"""laplace-bench: reproducible benchmark harness for Laplace approximations."""
+
+__version__ = "0.1.0"

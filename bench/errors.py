@@ -1,0 +1,26 @@
+"""Errors a user can fix from the command line, reported as one line without a traceback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A config key holds a value the harness cannot use."""
+
+
+def require_choice(key: str, value: Any, choices: Iterable[Any]) -> Any:
+    """Return ``value`` if it is one of ``choices``, else raise a one-line ConfigError."""
+    options = list(choices)
+    if value not in options:
+        listed = ", ".join(str(c) for c in options)
+        raise ConfigError(f"{key}={value!r} is not valid; choose one of: {listed}")
+    return value
+
+
+def require_positive(key: str, value: Any) -> Any:
+    """Return ``value`` if it is a positive number, else raise a one-line ConfigError."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+        raise ConfigError(f"{key}={value!r} is not valid; it must be a positive number")
+    return value

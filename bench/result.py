@@ -1,0 +1,41 @@
+"""What an experiment task returns: table cells, flat metrics, fitted values and figure arrays."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One number of a paper artifact, named as the paper's targets CSV names it.
+
+    ``row`` and ``column`` follow ``bench/targets/<paper>.csv`` (e.g. ``row="n=100000"``,
+    ``column="kl"``) so the report can join paper and reproduced values on them.
+    """
+
+    row: str
+    column: str
+    value: float
+
+
+@dataclass
+class TaskResult:
+    """Everything one run produced; the run wrapper adds config, provenance and timings."""
+
+    cells: list[Cell] = field(default_factory=list)
+    metrics: dict[str, float] = field(default_factory=dict)
+    fitted: dict[str, Any] = field(default_factory=dict)
+    arrays: dict[str, list[float]] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def add(self, row: str, column: str, value: float) -> None:
+        """Append one table cell (value converted to a plain float)."""
+        self.cells.append(Cell(row, column, float(value)))
+
+    def non_finite(self) -> list[str]:
+        """Names of cells and metrics whose value is NaN or infinite."""
+        bad = [f"{c.row}/{c.column}" for c in self.cells if not math.isfinite(c.value)]
+        bad += [name for name, v in self.metrics.items() if not math.isfinite(float(v))]
+        return bad

@@ -1,0 +1,44 @@
+"""Tasks and utilities used only by the tests."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import DictConfig
+
+from bench.overrides import CONF_DIR
+from bench.result import TaskResult
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def compose_config(overrides: list[str]) -> DictConfig:
+    """The config ``python -m bench.run <overrides>`` would compose."""
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=overrides)
+    GlobalHydra.instance().clear()
+    return cfg
+
+
+def sleepy_task(cfg: DictConfig) -> TaskResult:
+    """Sleeps ``task.sleep_s`` then returns one cell, so a multirun can be killed midway."""
+    time.sleep(float(cfg.task.get("sleep_s", 0.0)))
+    result = TaskResult()
+    result.add("row", "seed", cfg.seed)
+    return result
+
+
+def failing_task(cfg: DictConfig) -> TaskResult:
+    """Raises, to check that failures become records with a traceback."""
+    raise RuntimeError("deliberate failure for the test")
+
+
+def nan_task(cfg: DictConfig) -> TaskResult:
+    """Returns a NaN cell, which must mark the run failed."""
+    result = TaskResult()
+    result.add("row", "value", float("nan"))
+    return result
