@@ -77,8 +77,9 @@ def test_failures_and_non_finite_values_make_failed_records(task, message, tmp_p
 
 
 def test_killed_multirun_resumes_without_recomputing(tmp_path):
-    args = ["-m", "experiment=ssla/table-7", "scale=smoke", "task._target_=tests.helpers.sleepy_task",
-            "+task.sleep_s=0.4", "seed=0,1,2,3,4,5,6,7"]
+    args = ["-m", "experiment=ssla/table-7", "scale=smoke",
+            "task._target_=tests.helpers.sleepy_task", "+task.sleep_s=0.4",
+            "seed=0,1,2,3,4,5,6,7"]
     env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-m", "bench.run", *args], cwd=REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

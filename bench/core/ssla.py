@@ -121,7 +121,7 @@ def assla_log_ppd(
     curv_hat = curvature(model, theta_hat, data, curvature_includes_prior)
     half_logdet_hat = 0.5 * logdet_spd(curv_hat)
     log_lik_hat = model.log_likelihood(theta_hat, data)
-    values, deltas = [], []
+    values, deltas, curvature_terms = [], [], []
     for y in y_candidates:
         augmented = data.with_point(x_new, y)
         if increment == "aggregate":
@@ -130,10 +130,12 @@ def assla_log_ppd(
             delta = model.log_likelihood(theta_hat, data.point(x_new, y))
         curv_tilde = curv_hat + model.information(theta_hat, data.point(x_new, y))
         deltas.append(delta)
-        values.append(delta - 0.5 * logdet_spd(curv_tilde) + half_logdet_hat)
+        curvature_terms.append(half_logdet_hat - 0.5 * logdet_spd(curv_tilde))
+        values.append(delta + curvature_terms[-1])
     parts = {
         "log_lik_hat": log_lik_hat,
         "half_logdet_hat": half_logdet_hat,
         "likelihood_increment": torch.stack(deltas),
+        "curvature_increment": torch.stack(curvature_terms),
     }
     return LogPPD(values=torch.stack(values), theta_hat=theta_hat, parts=parts)

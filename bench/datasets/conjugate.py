@@ -62,7 +62,8 @@ class NormalNormalData:
         for n in _check_sizes(self.sizes):
             y = torch.normal(torch.full((n,), self.mu), scale.expand(n), generator=rng)
             data = Data(y=y.to(dtype))
-            yield ConjugateProblem(f"n={n}", model, data, None, grid, model.exact_log_ppd(data, grid))
+            exact = model.exact_log_ppd(data, grid)
+            yield ConjugateProblem(f"n={n}", model, data, None, grid, exact)
 
 
 @dataclass
@@ -84,7 +85,8 @@ class PoissonGammaData:
         for n in _check_sizes(self.sizes):
             y = torch.poisson(torch.full((n,), float(self.rate)), generator=rng)
             data = Data(y=y.to(dtype))
-            yield ConjugateProblem(f"n={n}", model, data, None, grid, model.exact_log_ppd(data, grid))
+            exact = model.exact_log_ppd(data, grid)
+            yield ConjugateProblem(f"n={n}", model, data, None, grid, exact)
 
 
 def prior_label(mean: list[float], cov_scale: float) -> str:

@@ -12,9 +12,11 @@ def grid_kl(approx: GridDensity, reference: GridDensity) -> float:
     """KL(approx || reference) of the two grid vectors normalised to sum one.
 
     This is the SSLA paper's "entropy" score (scipy.stats.entropy(p_method, p_analytic)).
+    KL is non-negative; a sum that rounds to about -1e-16 for identical vectors is clamped
+    to 0.
     """
     log_p, log_q = approx.log_weights(), reference.log_weights()
-    return float((log_p.exp() * (log_p - log_q)).sum())
+    return max(float((log_p.exp() * (log_p - log_q)).sum()), 0.0)
 
 
 def max_abs_log_error(approx: GridDensity, reference: GridDensity) -> float:

@@ -16,9 +16,10 @@ from bench.rng import make_generator, resolve_dtype
 def grid_ppd(cfg: DictConfig) -> TaskResult:
     """For each panel of the dataset: fit the method, predict on the grid, score vs exact.
 
-    Cells: row ``<variant>/<panel>``, columns ``<method>_<metric>`` plus, for the first panel,
-    the anchor quantities of the notes (theta-hat, log-likelihood, half log-det, log-PPD at the
-    first grid point) so the report can put them beside the notes' values.
+    Cells: row ``<variant>/<panel>``, column ``<method>_kl`` (the paper's "entropy" score).
+    ``fitted[<panel>]`` keeps the notes' anchor quantities (theta-hat, log-likelihood and half
+    log-det at theta-hat, the log-PPD at the first grid point, ASSLA's curvature increment)
+    and the other grid metrics; ``arrays`` keep the curves for the figure.
     """
     dtype = resolve_dtype(cfg.protocol.dtype)
     dataset = instantiate(cfg.dataset)
@@ -30,16 +31,17 @@ def grid_ppd(cfg: DictConfig) -> TaskResult:
         approx = method.predict(problem.x_new, problem.y_grid)
         result.timings[f"{problem.label}_s"] = time.perf_counter() - start
         exact = GridDensity(problem.y_grid, problem.exact_log_ppd)
-        row = f"{cfg.variant}/{problem.label}"
-        for metric, value in compute_grid_metrics(list(cfg.metrics.compute), approx, exact).items():
-            result.add(row, f"{method.name}_{metric}", value)
+        scores = compute_grid_metrics(list(cfg.metrics.compute), approx, exact)
+        result.add(f"{cfg.variant}/{problem.label}", f"{method.name}_kl", scores.pop("kl"))
         parts = method.last.parts
-        result.add(row, f"{method.name}_log_ppd_first", approx.log_values[0])
-        if method.name == "ssla":
-            for index, value in enumerate(method.theta_hat.tolist()):
-                result.add(row, f"theta_hat_{index}", value)
-            result.add(row, "log_lik_hat", parts["log_lik_hat"])
-            result.add(row, "half_logdet_hat", parts["half_logdet_hat"])
+        result.fitted[problem.label] = {
+            "theta_hat": method.theta_hat.tolist(),
+            "log_lik_hat": float(parts["log_lik_hat"]),
+            "half_logdet_hat": float(parts["half_logdet_hat"]),
+            "log_ppd_first": float(approx.log_values[0]),
+            **{key: float(value[0]) for key, value in parts.items() if value.ndim == 1},
+            **scores,
+        }
         result.arrays[f"{problem.label}/grid"] = problem.y_grid.double().tolist()
         result.arrays[f"{problem.label}/log_ppd"] = approx.log_values.double().tolist()
         result.arrays[f"{problem.label}/exact_log_ppd"] = problem.exact_log_ppd.tolist()

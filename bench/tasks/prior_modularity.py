@@ -29,7 +29,8 @@ def make_design(cfg: DictConfig, rng: torch.Generator) -> tuple[torch.Tensor, to
     n = int(require_positive("dataset.n", ds.n))
     x = torch.randn(n, generator=rng, dtype=torch.float64)
     if ds.design_sum_sq is not None:
-        x = x * math.sqrt(require_positive("dataset.design_sum_sq", ds.design_sum_sq) / x.pow(2).sum())
+        target = require_positive("dataset.design_sum_sq", ds.design_sum_sq)
+        x = x * math.sqrt(target / x.pow(2).sum())
     y = ds.slope * x + ds.sigma * torch.randn(n, generator=rng, dtype=torch.float64)
     return x, y
 

@@ -1,0 +1,163 @@
+"""Records -> a long table of cells -> one summary line per (protocol, row, column).
+
+The summary holds the value at the paper's seed, the mean over seeds and a 95% Student-t
+confidence interval ``mean ± t_{0.975, k-1} * sd / sqrt(k)`` (NaN for a single seed).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from bench.records import NON_SEMANTIC_KEYS
+
+CELL_COLUMNS = (
+    "protocol", "row", "column", "seed", "status", "value", "finished_at", "record_path", "error",
+)
+SUMMARY_COLUMNS = (
+    "protocol", "row", "column", "ours_paper_seed", "mean", "sd", "ci_low", "ci_high",
+    "n_seeds", "n_failed", "seeds", "error", "n_superseded",
+)
+SEED_KEYS = ("seed", "seeds")
+
+
+def mean_and_ci(values: Iterable[float], level: float = 0.95) -> tuple[float, float, float, float]:
+    """``(mean, sd, ci_low, ci_high)`` of the finite values; sd uses ddof=1.
+
+    The CI is ``mean ± t_{(1+level)/2, k-1} * sd / sqrt(k)``; with fewer than two values the
+    sd and CI are NaN, with none everything is NaN.
+    """
+    finite = np.asarray([v for v in values if math.isfinite(v)], dtype=float)
+    k = finite.size
+    if k == 0:
+        return math.nan, math.nan, math.nan, math.nan
+    mean = float(finite.mean())
+    if k == 1:
+        return mean, math.nan, math.nan, math.nan
+    sd = float(finite.std(ddof=1))
+    half_width = float(stats.t.ppf((1.0 + level) / 2.0, k - 1)) * sd / math.sqrt(k)
+    return mean, sd, mean - half_width, mean + half_width
+
+
+def _without_seeds(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: _without_seeds(v) for k, v in value.items()
+            if k not in SEED_KEYS and k not in NON_SEMANTIC_KEYS
+        }
+    if isinstance(value, list):
+        return [_without_seeds(v) for v in value]
+    return value
+
+
+def run_identity(record: dict[str, Any]) -> str:
+    """What a run computes apart from its seed: the config with every ``seed`` key removed."""
+    config = record.get("config") or {
+        key: record.get(key) for key in ("protocol", "dataset", "method", "variant")
+    }
+    identity = {"protocol": record.get("protocol"), "config": _without_seeds(config)}
+    return json.dumps(identity, sort_keys=True, default=str)
+
+
+def _as_float(value: Any) -> float:
+    return math.nan if value is None else float(value)
+
+
+def _line(record: dict[str, Any], row: str | None, column: str | None, value: float) -> dict:
+    return {
+        "protocol": record.get("protocol", ""),
+        "row": row,
+        "column": column,
+        "seed": record.get("seed"),
+        "status": record.get("status", "failed"),
+        "value": value,
+        "finished_at": record.get("finished_at") or "",
+        "record_path": record.get("_path", ""),
+        "error": record.get("error") or "",
+    }
+
+
+def cells_frame(
+    records: Iterable[dict[str, Any]],
+    failed_cells: Callable[[dict[str, Any]], list[tuple[str, str]]] | None = None,
+) -> pd.DataFrame:
+    """One line per (record, cell) with the columns of ``CELL_COLUMNS``.
+
+    An ok record contributes its cells. A failed record contributes one line (value NaN) per
+    cell it was meant to produce: its own cells if it has any, else ``failed_cells(record)``,
+    else the cells of ok records with the same :func:`run_identity`. A failed record whose
+    cells cannot be told contributes a single line with row and column None.
+    """
+    records = list(records)
+    cells_by_identity: dict[str, dict[tuple[str, str], None]] = {}
+    lines = []
+    for record in records:
+        if record.get("status") != "ok":
+            continue
+        known = cells_by_identity.setdefault(run_identity(record), {})
+        for cell in record.get("cells") or []:
+            known[(cell["row"], cell["column"])] = None
+            lines.append(_line(record, cell["row"], cell["column"], _as_float(cell["value"])))
+    for record in records:
+        if record.get("status") == "ok":
+            continue
+        cells = [(c["row"], c["column"]) for c in record.get("cells") or []]
+        if not cells and failed_cells is not None:
+            cells = list(failed_cells(record))
+        if not cells:
+            cells = list(cells_by_identity.get(run_identity(record), {}))
+        for row, column in cells or [(None, None)]:
+            lines.append(_line(record, row, column, math.nan))
+    return pd.DataFrame(lines, columns=list(CELL_COLUMNS))
+
+
+def _summarise(group: pd.DataFrame, paper_seed: int | None) -> dict[str, Any]:
+    ok = group[group["status"] == "ok"].sort_values("finished_at", kind="stable")
+    latest = ok.drop_duplicates("seed", keep="last")
+    mean, sd, low, high = mean_and_ci(latest["value"].tolist())
+    at_paper_seed = latest.loc[latest["seed"] == paper_seed, "value"]
+    failed = group[group["status"] != "ok"]
+    return {
+        "ours_paper_seed": float(at_paper_seed.iloc[0]) if len(at_paper_seed) else math.nan,
+        "mean": mean,
+        "sd": sd,
+        "ci_low": low,
+        "ci_high": high,
+        "n_seeds": int(latest["value"].map(math.isfinite).sum()),
+        "n_failed": int(len(failed)),
+        "seeds": " ".join(str(s) for s in sorted(latest["seed"].tolist())),
+        "error": failed["error"].iloc[0] if len(failed) else "",
+        "n_superseded": int(len(ok) - len(latest)),
+    }
+
+
+def aggregate_cells(frame: pd.DataFrame, paper_seed: int | None) -> pd.DataFrame:
+    """One line per (protocol, row, column) of ``frame`` with the columns of ``SUMMARY_COLUMNS``.
+
+    Where one seed has several ok values for a cell (a rerun under a changed config), the
+    latest by ``finished_at`` is used and the others are counted in ``n_superseded``.
+    Lines of unattributed failures (row None) are left out; see :func:`unattributed_failures`.
+    """
+    attributed = frame[frame["row"].notna()]
+    lines = []
+    for (protocol, row, column), group in attributed.groupby(
+        ["protocol", "row", "column"], sort=False
+    ):
+        lines.append({"protocol": protocol, "row": row, "column": column,
+                      **_summarise(group, paper_seed)})
+    return pd.DataFrame(lines, columns=list(SUMMARY_COLUMNS))
+
+
+def unattributed_failures(frame: pd.DataFrame) -> dict[str, list[str]]:
+    """Per protocol, the error messages of failed records whose cells are unknown."""
+    unknown = frame[frame["row"].isna()]
+    return {
+        protocol: group["error"].tolist()
+        for protocol, group in unknown.groupby("protocol", sort=False)
+    }

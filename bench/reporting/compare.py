@@ -1,0 +1,165 @@
+"""Join aggregated cells with the paper's values and judge each cell: the report's long table."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import pandas as pd
+
+from bench.reporting.aggregate import aggregate_cells, cells_frame, unattributed_failures
+from bench.reporting.catalog import make_target
+from bench.reporting.spec import ArtifactSpec
+from bench.reporting.targets import PaperValue, paper_values
+from bench.reporting.verdicts import FAILED, MISSING, Verdict, judge
+
+COMPARISON_COLUMNS = (
+    "artifact", "row", "column", "paper", "ours", "ci_low", "ci_high", "n_seeds", "scale",
+    "protocol", "verdict", "ours_paper_seed", "paper_stderr", "n_failed", "seeds", "cause",
+    "unit", "n_superseded",
+)
+PROTOCOL_ORDER = ("paper", "corrected")
+ANCHOR_COLUMNS = ("label", "paper", "ours", "verdict", "cause")
+ERROR_CHARS = 160
+
+
+def ordered_protocols(records: Iterable[dict[str, Any]]) -> list[str]:
+    """Protocols present in the records: ``paper`` first, then ``corrected``, then the rest."""
+    present = {r.get("protocol", "") for r in records}
+    known = [p for p in PROTOCOL_ORDER if p in present]
+    return known + sorted(present - set(PROTOCOL_ORDER))
+
+
+def scales_of(records: Iterable[dict[str, Any]]) -> str:
+    """The records' scale(s), comma-separated."""
+    return ", ".join(sorted({str(r.get("scale", "")) for r in records}))
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= ERROR_CHARS else line[: ERROR_CHARS - 1] + "…"
+
+
+def _join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+def _ordered_keys(spec: ArtifactSpec, keys: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    rows = list(dict.fromkeys([*spec.row_order, *(row for row, _ in keys)]))
+    columns = list(dict.fromkeys([*spec.column_order, *(column for _, column in keys)]))
+    return sorted(keys, key=lambda key: (rows.index(key[0]), columns.index(key[1])))
+
+
+def _gap_verdict(spec: ArtifactSpec, summary: dict | None, unattributed: list[str]) -> Verdict:
+    if summary is not None and summary["n_failed"]:
+        return Verdict(FAILED, f"all {summary['n_failed']} run(s) failed: "
+                               f"{_one_line(summary['error'])}")
+    if summary is not None:
+        return Verdict(MISSING, "the ok records hold no finite value for this cell")
+    if unattributed:
+        return Verdict(FAILED, f"{len(unattributed)} failed run(s) produced no cells: "
+                               f"{_one_line(unattributed[0])}")
+    return Verdict(MISSING, f"no ok record; run `make {make_target(spec.paper, spec.artifact)}`")
+
+
+def _cell_line(spec: ArtifactSpec, protocol: str, key: tuple[str, str],
+               paper: PaperValue | None, summary: dict | None,
+               unattributed: list[str]) -> dict[str, Any]:
+    row, column = key
+    rule = spec.rule_for(protocol, row, column)
+    cause = spec.cause_for(protocol, row, column)
+    nan = math.nan
+    stats = summary or {"ours_paper_seed": nan, "mean": nan, "ci_low": nan, "ci_high": nan,
+                        "n_seeds": 0, "n_failed": 0, "seeds": "", "error": "", "n_superseded": 0}
+    if stats["n_seeds"] == 0:
+        verdict = _gap_verdict(spec, summary, unattributed)
+    else:
+        at_seed = stats["ours_paper_seed"]
+        ours = at_seed if math.isfinite(at_seed) else stats["mean"]
+        verdict = judge(rule, paper, ours, (stats["ci_low"], stats["ci_high"]), cause)
+        if stats["n_failed"]:
+            failures = f"{stats['n_failed']} run(s) failed: {_one_line(stats['error'])}"
+            verdict = Verdict(verdict.verdict, _join(verdict.cause, failures))
+    if paper is not None:
+        paper_text = paper.printed
+    else:
+        paper_text = rule.reference() or ""
+    return {
+        "artifact": spec.artifact, "row": row, "column": column, "paper": paper_text,
+        "ours": stats["mean"], "ci_low": stats["ci_low"], "ci_high": stats["ci_high"],
+        "n_seeds": stats["n_seeds"], "protocol": protocol, "verdict": verdict.verdict,
+        "ours_paper_seed": stats["ours_paper_seed"],
+        "paper_stderr": paper.stderr_printed if paper else "",
+        "n_failed": stats["n_failed"], "seeds": stats["seeds"],
+        "cause": verdict.cause,
+        "unit": paper.unit if paper else "", "n_superseded": stats["n_superseded"],
+    }
+
+
+def comparison_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.DataFrame:
+    """The long table of a report: one line per (protocol, row, column), columns
+    ``COMPARISON_COLUMNS``.
+
+    Every paper value of the spec's target artifacts appears for every protocol present in
+    the records (as ``missing`` or ``failed`` when no ok value exists); cells that only the
+    records have appear with ``no paper value`` when ``spec.extra_cells`` is set.
+    """
+    frame = cells_frame(records, spec.failed_cells)
+    summaries = {
+        (s["protocol"], s["row"], s["column"]): s
+        for s in aggregate_cells(frame, spec.paper_seed).to_dict("records")
+    }
+    unattributed = unattributed_failures(frame)
+    targets = {
+        key: value for key, value in paper_values(spec.paper, spec.target_artifacts).items()
+        if not spec.is_ignored(*key)
+    }
+    lines = []
+    for protocol in ordered_protocols(records):
+        produced = [(row, col) for (p, row, col) in summaries if p == protocol]
+        extra = [key for key in produced if key not in targets]
+        keys = [*targets, *(extra if spec.extra_cells else [])]
+        for key in _ordered_keys(spec, keys):
+            lines.append(_cell_line(spec, protocol, key, targets.get(key),
+                                    summaries.get((protocol, *key)),
+                                    unattributed.get(protocol, [])))
+    table = pd.DataFrame(lines, columns=[c for c in COMPARISON_COLUMNS if c != "scale"])
+    table.insert(COMPARISON_COLUMNS.index("scale"), "scale", scales_of(records))
+    return table
+
+
+def hidden_extra_cells(spec: ArtifactSpec, table: pd.DataFrame,
+                       records: list[dict[str, Any]]) -> int:
+    """How many record cells without a paper value were left out (``extra_cells=False``)."""
+    if spec.extra_cells:
+        return 0
+    produced = {
+        (r.get("protocol"), c["row"], c["column"])
+        for r in records if r.get("status") == "ok" for c in r.get("cells") or []
+    }
+    shown = set(zip(table["protocol"], table["row"], table["column"], strict=True))
+    return len(produced - shown)
+
+
+def anchor_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.DataFrame:
+    """One line per anchor of the spec: label, paper, ours, verdict, cause.
+
+    An anchor whose getter finds nothing in the records (LookupError or ValueError) is
+    ``missing``, with the error as its cause.
+    """
+    ok_records = [r for r in records if r.get("status") == "ok"]
+    lines = []
+    for anchor in spec.anchors:
+        rule = anchor.rule or spec.rule
+        paper = PaperValue(spec.artifact, anchor.label, "", anchor.paper)
+        cause = spec.cause_for("*", anchor.label, "")
+        try:
+            ours = float(anchor.ours(ok_records))
+        except (LookupError, ValueError) as err:
+            ours, verdict = math.nan, Verdict(MISSING, _one_line(f"{type(err).__name__}: {err}"))
+        else:
+            verdict = judge(rule, paper, ours, (math.nan, math.nan), cause)
+        lines.append({"label": anchor.label, "paper": anchor.paper, "ours": ours,
+                      "verdict": verdict.verdict, "cause": verdict.cause})
+    return pd.DataFrame(lines, columns=list(ANCHOR_COLUMNS))

@@ -1,0 +1,152 @@
+"""ArtifactSpec: the small declarative description of one paper artifact's report.
+
+A spec says where the records are, which paper numbers to compare with, how to judge each
+cell and what to print around the table. Patterns for cells are tuples of fnmatch patterns,
+either ``(row, column)`` or ``(protocol, row, column)``; ``"*"`` matches anything. When several
+patterns match a cell, the most specific one wins (exact names beat globs beat ``"*"``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from bench.reporting.verdicts import PrintedDigits, VerdictRule
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+CellPattern = tuple[str, str] | tuple[str, str, str]
+FigureFunction = Callable[[list[dict[str, Any]], "ArtifactSpec"], "Figure"]
+AnchorValue = Callable[[list[dict[str, Any]]], float]
+FailedCells = Callable[[dict[str, Any]], list[tuple[str, str]]]
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """An extra comparison outside the table: a paper number and how to get ours from records.
+
+    ``ours`` receives the ok records of the report's scale and returns one float; ``rule``
+    defaults to the spec's default rule.
+    """
+
+    label: str
+    paper: str
+    ours: AnchorValue
+    rule: VerdictRule | None = None
+
+
+@dataclass(frozen=True)
+class ArtifactSpec:
+    """How to report one artifact (a table or figure of a paper).
+
+    Attributes:
+        paper: short paper name, also the targets file name (``bench/targets/<paper>.csv``).
+        artifact: the artifact as the paper numbers it (``table-7``, ``figure-5.2``, ``blr``).
+        title: one-line title of the report.
+        experiment: results folder name; empty means ``<paper>/<artifact>``.
+        paper_seed: the seed whose value is shown as "ours at the paper's seed" and judged;
+            None where the paper's seed is unknown or the setting is deterministic (the mean
+            is judged then).
+        target_artifacts: artifacts of the targets CSV holding this report's paper values;
+            empty means ``(artifact,)``. Add ``"text"`` to judge numbers quoted in the text.
+        ignore_targets: ``(row, column)`` patterns of target cells that are not results
+            (inputs, grid bounds); they are left out of the report.
+        row_order, column_order: rows/columns to show first, in this order; the rest follow
+            in targets-file order, then in the order records produce them.
+        rule: the default verdict rule.
+        rules: per-cell overrides of ``rule``, keyed by cell pattern (``("*", "kl")`` for a
+            column).
+        causes: one-line causes keyed by cell pattern, shown next to any verdict that is not
+            ``agrees``.
+        extra_cells: whether cells that only the records have are shown (verdict
+            ``no paper value``); when False they are counted in the header instead.
+        figure: ``figure(ok_records, spec) -> matplotlib Figure``, saved as ``<artifact>.png``.
+        notes: lines printed under the table (scale and seed meaning, deviations, ...).
+        anchors: extra comparisons shown in their own small table.
+        failed_cells: ``failed_cells(record) -> [(row, column), ...]``, the cells a failed
+            record was meant to produce; by default they are taken from ok records with the
+            same config apart from the seed.
+    """
+
+    paper: str
+    artifact: str
+    title: str
+    experiment: str = ""
+    paper_seed: int | None = None
+    target_artifacts: tuple[str, ...] = ()
+    ignore_targets: tuple[tuple[str, str], ...] = ()
+    row_order: tuple[str, ...] = ()
+    column_order: tuple[str, ...] = ()
+    rule: VerdictRule = field(default_factory=PrintedDigits)
+    rules: Mapping[CellPattern, VerdictRule] = field(default_factory=dict)
+    causes: Mapping[CellPattern, str] = field(default_factory=dict)
+    extra_cells: bool = True
+    figure: FigureFunction | None = None
+    notes: tuple[str, ...] = ()
+    anchors: tuple[Anchor, ...] = ()
+    failed_cells: FailedCells | None = None
+
+    def __post_init__(self) -> None:
+        if not self.experiment:
+            object.__setattr__(self, "experiment", f"{self.paper}/{self.artifact}")
+        if not self.target_artifacts:
+            object.__setattr__(self, "target_artifacts", (self.artifact,))
+
+    @property
+    def key(self) -> str:
+        """Registry key and CLI name, ``<paper>/<artifact>``."""
+        return f"{self.paper}/{self.artifact}"
+
+    def rule_for(self, protocol: str, row: str, column: str) -> VerdictRule:
+        """The verdict rule of one cell."""
+        return most_specific(self.rules, protocol, row, column, default=self.rule)
+
+    def cause_for(self, protocol: str, row: str, column: str) -> str:
+        """The spec's cause for one cell ("" if none matches)."""
+        return most_specific(self.causes, protocol, row, column, default="")
+
+    def is_ignored(self, row: str, column: str) -> bool:
+        """Whether a target cell is excluded from the report."""
+        return any(
+            _part_matches(row_pattern, row) and _part_matches(column_pattern, column)
+            for row_pattern, column_pattern in self.ignore_targets
+        )
+
+
+def _full(pattern: CellPattern) -> tuple[str, str, str]:
+    if len(pattern) == 2:
+        return ("*", *pattern)
+    if len(pattern) == 3:
+        return pattern
+    raise ValueError(f"cell pattern {pattern!r} must be (row, column) or (protocol, row, column)")
+
+
+def _part_matches(pattern: str, name: str) -> bool:
+    return pattern == name or fnmatch.fnmatchcase(name, pattern)
+
+
+def _matches(pattern: CellPattern, protocol: str, row: str, column: str) -> bool:
+    names = (protocol, row, column)
+    return all(_part_matches(p, n) for p, n in zip(_full(pattern), names, strict=True))
+
+
+def _specificity(pattern: CellPattern) -> int:
+    def score(part: str) -> int:
+        if part == "*":
+            return 0
+        return 1 if any(ch in part for ch in "*?[") else 2
+
+    return sum(score(part) for part in _full(pattern))
+
+
+def most_specific(mapping: Mapping[CellPattern, Any], protocol: str, row: str, column: str,
+                  default: Any) -> Any:
+    """Value of the most specific pattern matching the cell (first one on ties), else default."""
+    best, best_score = default, -1
+    for pattern, value in mapping.items():
+        if _matches(pattern, protocol, row, column) and _specificity(pattern) > best_score:
+            best, best_score = value, _specificity(pattern)
+    return best

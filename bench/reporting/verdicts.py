@@ -1,0 +1,183 @@
+"""Verdict rules: how a reproduced number is judged against the number the paper prints.
+
+Every rule returns one of ``agrees``, ``close`` or ``differs`` for a cell that has an ok
+value. The other verdicts describe gaps and are decided before any rule runs:
+``no paper value`` (we have a number, the paper has none), ``missing`` (no ok record for the
+cell) and ``failed`` (every record meant to produce the cell failed).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from bench.reporting.targets import PaperValue, printed_exponent, round_as_printed
+
+AGREES = "agrees"
+CLOSE = "close"
+DIFFERS = "differs"
+NO_PAPER_VALUE = "no paper value"
+MISSING = "missing"
+FAILED = "failed"
+VERDICTS = (AGREES, CLOSE, DIFFERS, NO_PAPER_VALUE, MISSING, FAILED)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A verdict and the one-line cause shown beside it (empty when it agrees)."""
+
+    verdict: str
+    cause: str = ""
+
+
+class VerdictRule:
+    """Base of the rules. Subclasses implement :meth:`classify` and :meth:`describe`."""
+
+    def reference(self) -> str | None:
+        """Text of the rule's own reference when it needs no paper value (e.g. a range)."""
+        return None
+
+    def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float]) -> str:
+        """``agrees``, ``close`` or ``differs`` for a finite ``ours`` (``no paper value``
+        when the rule needs a paper value and there is none)."""
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        """One sentence saying what counts as agreeing, for the report's notes."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class PrintedDigits(VerdictRule):
+    """Agrees iff ours, rounded to the paper's printed decimals, equals the printed value.
+
+    Close iff ours is within ``close_units`` steps of the last printed digit (plus the half
+    step of rounding), i.e. it rounds to a neighbouring printed value.
+    """
+
+    close_units: int = 1
+
+    def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float]) -> str:
+        if paper is None:
+            return NO_PAPER_VALUE
+        if round_as_printed(ours, paper.printed) == paper.value:
+            return AGREES
+        step = 10.0 ** (printed_exponent(paper.printed) - paper.decimals)
+        return CLOSE if abs(ours - paper.value) <= (self.close_units + 0.5) * step else DIFFERS
+
+    def describe(self) -> str:
+        return (
+            "agrees when ours rounds to the paper's printed digits; close when it rounds to a "
+            f"value within {self.close_units} unit(s) of the last printed digit"
+        )
+
+
+@dataclass(frozen=True)
+class Tolerance(VerdictRule):
+    """Agrees if ``|ours - paper| <= abs + rel*|paper|`` or the paper value is inside our CI.
+
+    Close if the difference is within ``close`` times that tolerance.
+    """
+
+    abs: float = 0.0
+    rel: float = 0.0
+    close: float = 3.0
+
+    def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float]) -> str:
+        if paper is None:
+            return NO_PAPER_VALUE
+        tolerance = self.abs + self.rel * math.fabs(paper.value)
+        difference = math.fabs(ours - paper.value)
+        low, high = ci
+        inside_ci = math.isfinite(low) and math.isfinite(high) and low <= paper.value <= high
+        if difference <= tolerance or inside_ci:
+            return AGREES
+        return CLOSE if difference <= self.close * tolerance else DIFFERS
+
+    def describe(self) -> str:
+        return (
+            f"agrees when |ours - paper| <= {self.abs:g} + {self.rel:g}*|paper| or the paper "
+            f"value lies in our 95% CI; close within {self.close:g} times that tolerance"
+        )
+
+
+@dataclass(frozen=True)
+class Factor(VerdictRule):
+    """For magnitudes: agrees within a factor ``agree`` of the paper, close within ``close``.
+
+    Values of opposite sign, or a zero against a nonzero, differ.
+    """
+
+    close: float = 3.0
+    agree: float = 1.5
+
+    def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float]) -> str:
+        if paper is None:
+            return NO_PAPER_VALUE
+        if ours == 0.0 and paper.value == 0.0:
+            return AGREES
+        if ours * paper.value <= 0.0:
+            return DIFFERS
+        ratio = max(ours / paper.value, paper.value / ours)
+        if ratio <= self.agree:
+            return AGREES
+        return CLOSE if ratio <= self.close else DIFFERS
+
+    def describe(self) -> str:
+        return (
+            f"agrees within a factor {self.agree:g} of the paper value, close within a factor "
+            f"{self.close:g}"
+        )
+
+
+@dataclass(frozen=True)
+class Interval(VerdictRule):
+    """Ours must lie in a range the paper states in words (e.g. "1e-11 to 1e-10").
+
+    Agrees inside ``[low, high]``; close within a factor ``close_factor`` of the range (for a
+    positive range ``[low/f, high*f]``, otherwise the range widened by ``(f-1)`` widths).
+    Needs no paper value: the range is the reference.
+    """
+
+    low: float
+    high: float
+    close_factor: float = 10.0
+
+    def reference(self) -> str:
+        return f"{self.low:g} to {self.high:g}"
+
+    def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float]) -> str:
+        if self.low <= ours <= self.high:
+            return AGREES
+        if self.low > 0:
+            near_low, near_high = self.low / self.close_factor, self.high * self.close_factor
+        else:
+            margin = (self.close_factor - 1.0) * (self.high - self.low)
+            near_low, near_high = self.low - margin, self.high + margin
+        return CLOSE if near_low <= ours <= near_high else DIFFERS
+
+    def describe(self) -> str:
+        return (
+            f"agrees inside [{self.low:g}, {self.high:g}]; close within a factor "
+            f"{self.close_factor:g} of that range"
+        )
+
+
+def judge(
+    rule: VerdictRule,
+    paper: PaperValue | None,
+    ours: float,
+    ci: tuple[float, float],
+    cause: str = "",
+) -> Verdict:
+    """Apply ``rule`` to one cell that has a value; attach ``cause`` unless it agrees.
+
+    ``ours`` is the value to compare (the paper seed's value if there is one, else the mean).
+    A non-finite ``ours`` is reported as ``missing``.
+    """
+    if not math.isfinite(ours):
+        return Verdict(MISSING, "no finite value")
+    if paper is None and rule.reference() is None:
+        return Verdict(NO_PAPER_VALUE, cause)
+    verdict = rule.classify(ours, paper, ci)
+    return Verdict(verdict, "" if verdict == AGREES else cause)
