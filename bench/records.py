@@ -60,6 +60,7 @@ def write_record_atomically(folder: Path, record: dict[str, Any]) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / RECORD_NAME
     fd, tmp = tempfile.mkstemp(prefix=".record-", suffix=".tmp", dir=folder)
+    os.fchmod(fd, 0o644)
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(record, f, indent=1, sort_keys=True, allow_nan=True)

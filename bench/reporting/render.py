@@ -32,6 +32,7 @@ def write_atomically(path: Path, data: str | bytes) -> Path:
     """Replace ``path`` with ``data`` in one step (readers never see a partial file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, 0o644)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import matplotlib
@@ -17,8 +18,14 @@ STYLE = {
 PROTOCOLS = ("paper", "corrected")
 
 
+def _panel_order(label: str) -> tuple:
+    """Sort key putting ``n=20`` before ``n=100`` (records store keys alphabetically)."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", label))
+
+
 def _panel_labels(record: dict[str, Any]) -> list[str]:
-    return [key.removesuffix("/grid") for key in record["arrays"] if key.endswith("/grid")]
+    labels = [key.removesuffix("/grid") for key in record["arrays"] if key.endswith("/grid")]
+    return sorted(labels, key=_panel_order)
 
 
 def _kl(record: dict[str, Any], variant: str, label: str) -> float:
