@@ -14,10 +14,10 @@ import sys
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
-from omegaconf import OmegaConf
 
 from bench.errors import ConfigError, require_choice
 from bench.overrides import CONF_DIR, check_overrides, group_options
+from bench.run import apply_scale_overrides
 
 SCALES = ("smoke", "cpu", "paper")
 
@@ -36,9 +36,7 @@ def sweep_overrides(experiment: str, scale: str, extra: list[str]) -> list[str]:
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose("config", overrides=[f"experiment={experiment}", f"scale={scale}", *extra])
     GlobalHydra.instance().clear()
-    per_scale = (cfg.get("scale_overrides") or {}).get(scale)
-    if per_scale:
-        cfg = OmegaConf.merge(cfg, per_scale)
+    cfg = apply_scale_overrides(cfg, extra)
     seeds = cfg.seeds[scale] if cfg.get("seeds") else cfg.scale.seeds
     overridden = {item.split("=", 1)[0] for item in extra}
     overrides = [f"experiment={experiment}", f"scale={scale}"]
