@@ -7,7 +7,7 @@ SCALE ?= cpu
 RESULTS ?= results
 export BENCH_RESULTS_DIR ?= $(RESULTS)
 
-SSLA_ARTIFACTS := figure-1 figure-3 table-1 table-7 table-8
+SSLA_ARTIFACTS := figure-1 figure-2 figure-3 table-1 table-2 table-5 table-6 table-7 table-8
 IMPLEMENTED := $(addprefix ssla/,$(SSLA_ARTIFACTS) blr)
 
 .PHONY: help install test test-all lint reproduce-all reports report-index clean-venv \
@@ -59,3 +59,7 @@ report-index: $(VENV)/.installed  ## Rewrite reports/README.md
 
 clean-venv:  ## Remove .venv
 	rm -rf $(VENV)
+
+.PHONY: bench-perf
+bench-perf: $(VENV)/.installed  ## Speed benchmark (side-by-side ratios) -> reports/perf.md
+	$(PY) -m bench.perf --out reports/perf.md

@@ -1,0 +1,67 @@
+"""Regression metrics of a Predictive: interval coverage, Gaussian NLL, CRPS, RMSE.
+
+Metrics read a Predictive and targets, never a method. Two interval conventions exist:
+``z="paper"`` uses the rounded normal quantiles of the SSLA authors' coverage code
+(mean ± z·sd with z = 1.96, 1.64, 1.15, 0.67), ``z="exact"`` the Predictive's own quantiles.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from bench.errors import require_choice
+from bench.predictive import Gaussian
+
+PAPER_Z = {95: 1.96, 90: 1.64, 75: 1.15, 50: 0.67}
+Z_CONVENTIONS = ("paper", "exact")
+
+
+def interval(predictive, level: int, z: str = "exact") -> tuple[Tensor, Tensor]:
+    """Central ``level``% interval per point (lower, upper)."""
+    require_choice("metrics.z", z, Z_CONVENTIONS)
+    if z == "paper":
+        half = PAPER_Z[level] * predictive.variance.sqrt()
+        return predictive.mean - half, predictive.mean + half
+    tail = (1 - level / 100) / 2
+    return predictive.quantile(tail), predictive.quantile(1 - tail)
+
+
+def coverage(predictive, y: Tensor, level: int, z: str = "exact") -> float:
+    """Percentage of ``y`` inside the central ``level``% interval."""
+    lower, upper = interval(predictive, level, z)
+    y = y.reshape(lower.shape).to(lower)
+    return 100.0 * float(((y >= lower) & (y <= upper)).double().mean())
+
+
+def rmse(predictive, y: Tensor) -> float:
+    """Root mean squared error of the predictive mean."""
+    mean = predictive.mean
+    return math.sqrt(float(((mean.double() - y.reshape(mean.shape).double()) ** 2).mean()))
+
+
+def nll(predictive, y: Tensor) -> float:
+    """Mean negative log predictive density of ``y``."""
+    mean = predictive.mean
+    return -float(predictive.log_prob(y.reshape(mean.shape).to(mean)).double().mean())
+
+
+def crps(predictive, y: Tensor) -> float:
+    """Mean continuous ranked probability score (closed form for Gaussians)."""
+    y = y.reshape(predictive.mean.shape).double()
+    if isinstance(predictive, Gaussian):
+        sd = predictive.variance.double().sqrt()
+        z = (y - predictive.mean.double()) / sd
+        normal = torch.distributions.Normal(0.0, 1.0)
+        pdf, cdf = normal.log_prob(z).exp(), normal.cdf(z)
+        return float((sd * (z * (2 * cdf - 1) + 2 * pdf - 1 / math.sqrt(math.pi))).mean())
+    return float(predictive.crps(y).mean())
+
+
+def regression_metrics(predictive, y: Tensor, levels=(95, 90, 75, 50), z: str = "exact"):
+    """Coverage at each level (``cov95`` ...), ``nll``, ``crps`` and ``rmse`` as a dict."""
+    scores = {f"cov{level}": coverage(predictive, y, level, z) for level in levels}
+    scores.update(nll=nll(predictive, y), crps=crps(predictive, y), rmse=rmse(predictive, y))
+    return scores

@@ -1,0 +1,1 @@
+"""Small-network machinery: a functional MLP over flat parameters, training, curvature."""

@@ -1,0 +1,79 @@
+"""Report specs of the SSLA paper's network experiments: Table 2 and Figure 2."""
+
+from __future__ import annotations
+
+from bench.reporting.figures.nn_regression import predictive_bands
+from bench.reporting.spec import ArtifactSpec
+from bench.reporting.verdicts import PrintedDigits, Tolerance
+
+PAPER_SEED = 42
+ROWS = ("SSLA/KFAC", "SSLA/DIAG", "SSLA/DENSE", "ASSLA/KFAC", "ASSLA/DIAG", "ASSLA/DENSE",
+        "LA/KFAC", "LA/DIAG", "LA/DENSE", "VI/VI", "VI/MFVI", "MCMC/HMC")
+COVERAGE = ("cov95", "cov90", "cov75", "cov50")
+RANDOM_ROWS = ("SSLA/*", "VI/VI", "MCMC/HMC")
+
+TABLE_2 = ArtifactSpec(
+    paper="ssla",
+    artifact="table-2",
+    title="Table 2: coverage (%) of central intervals on the heteroscedastic toy's test points",
+    paper_seed=PAPER_SEED,
+    row_order=ROWS,
+    column_order=(*COVERAGE, "nll", "crps", "rmse"),
+    rule=PrintedDigits(),
+    rules={
+        **{(row, "*"): Tolerance(abs=8.0) for row in RANDOM_ROWS},
+        ("corrected", "*", "*"): Tolerance(abs=8.0),
+    },
+    causes={
+        ("SSLA/*", "*"): "SSLA's columns differ only by the randomness of 500 ten-epoch refits "
+                         "(the curvature term is exactly 0: det of a singular Fisher, notes §12); "
+                         "our batched refit draws other minibatch orders",
+        ("VI/VI", "*"): "the authors' own rerun of VI differed by 1-2 test points (notes §12); "
+                        "Lightning-UQ-Box draw order",
+        ("MCMC/HMC", "*"): "pyro HMC instead of hamiltorch (not on any registry): other random "
+                           "streams; with the tuned step size the chain barely moves",
+        ("corrected", "*", "*"): "corrected protocol (Gaussian likelihood, fitted sigma, MAP, "
+                                 "prior in the curvature) is not what the paper ran",
+    },
+    notes=(
+        "Data: Lightning-UQ-Box ToyHeteroscedasticDatamodule(n_points=250, test_fraction=0.1), "
+        "noise/split seed = run seed; seed 42 is the paper's 200/15/10/25 split, so coverage "
+        "comes in steps of 4 points. Other seeds are fresh datasets and initialisations.",
+        "Protocol paper: the authors' code (notes §1, §6): 1-50-50-1 ReLU MLP with MSE through "
+        "Lightning, ASSLA/SSLA with the mean unit-noise GGN and their KDE-bandwidth summary, "
+        "LA last-layer with sigma 1 and 100 Adam steps on tau, VI/HMC with Tanh, HMC's "
+        "variance counted twice; intervals mean ± z·sd with z = 1.96/1.64/1.15/0.67.",
+        "Protocol corrected: MAP network with Gaussian likelihood and fitted sigma, SSLA by a "
+        "Gauss-Newton refit with prior in the curvature, fine grid normalised by quadrature, "
+        "LA with tau and sigma by marginal likelihood, VI/HMC with ReLU (as tuned), HMC "
+        "variance counted once; quantile intervals. Corrected cells are compared with the "
+        "paper's numbers only for orientation.",
+        "Verdicts: exact-digit match required for ASSLA, LA and MFVI at seed 42 (the notes "
+        "reproduce these digit for digit); SSLA, VI and HMC rows, whose numbers depend on "
+        "random streams we cannot replay, agree within 8 points (2 test points) or when the "
+        "paper value is inside our seed CI.",
+    ),
+)
+
+FIGURE_2 = ArtifactSpec(
+    paper="ssla",
+    artifact="figure-2",
+    title="Figure 2: predictive mean and ±2·sd band (labelled 95 % in the paper) per method",
+    experiment="ssla/table-2",
+    paper_seed=PAPER_SEED,
+    target_artifacts=("table-2",),
+    row_order=ROWS,
+    column_order=("cov95",),
+    extra_cells=False,
+    rule=TABLE_2.rule,
+    rules=TABLE_2.rules,
+    causes=TABLE_2.causes,
+    figure=lambda records, spec: predictive_bands(records, seed=PAPER_SEED),
+    notes=(
+        "Panels as the paper's 4 x 3 layout (SSLA, ASSLA, LA rows; MFVI, VI, HMC last), paper "
+        "protocol left, corrected right; the band is ±2·sd as the authors' plot drew it "
+        "although labelled 95 % (notes §10.16). Same records as Table 2.",
+    ),
+)
+
+SPECS: list[ArtifactSpec] = [TABLE_2, FIGURE_2]
