@@ -66,3 +66,12 @@ def _check_composes(overrides: list[str], conf_dir: Path) -> None:
         raise ConfigError(message) from None
     finally:
         GlobalHydra.instance().clear()
+
+
+def _register_resolvers() -> None:
+    from bench.tuned import register_tuned_resolver
+
+    register_tuned_resolver()
+
+
+_register_resolvers()

@@ -18,7 +18,8 @@ from typing import Any
 
 SCHEMA_VERSION = 1
 RECORD_NAME = "record.json"
-NON_SEMANTIC_KEYS = ("results_dir", "rerun_failed", "hydra", "sweep", "seeds", "scale_overrides")
+NON_SEMANTIC_KEYS = ("results_dir", "rerun_failed", "hydra", "sweep", "seeds", "seeds_for",
+                     "scale_overrides")
 REQUIRED_FIELDS = (
     "schema_version", "experiment", "paper", "artifact", "scale", "seed", "protocol",
     "dataset", "method", "variant", "config", "config_hash", "status", "cells", "metrics",

@@ -28,8 +28,13 @@ def _value_text(value) -> str:
     return str(value)
 
 
-def sweep_overrides(experiment: str, scale: str, extra: list[str]) -> list[str]:
-    """Hydra multirun overrides covering the experiment's sweep and seeds at ``scale``."""
+def sweep_overrides(experiment: str, scale: str, extra: list[str]) -> list[list[str]]:
+    """Hydra multirun overrides covering the experiment's sweep and seeds at ``scale``.
+
+    Usually one multirun. An experiment's ``seeds_for`` (``[{override: <key>=<value>, seeds:
+    [...]}]``, set per scale through ``scale_overrides``) gives one sweep value its own,
+    shorter seed list: that value leaves the main multirun and gets a multirun of its own.
+    """
     require_choice("experiment", experiment, group_options()["experiment"])
     require_choice("scale", scale, SCALES)
     GlobalHydra.instance().clear()
@@ -39,13 +44,28 @@ def sweep_overrides(experiment: str, scale: str, extra: list[str]) -> list[str]:
     cfg = apply_scale_overrides(cfg, extra)
     seeds = cfg.seeds[scale] if cfg.get("seeds") else cfg.scale.seeds
     overridden = {item.split("=", 1)[0] for item in extra}
-    overrides = [f"experiment={experiment}", f"scale={scale}"]
-    if "seed" not in overridden:
-        overrides.append("seed=" + ",".join(str(s) for s in seeds))
-    for key, values in (cfg.get("sweep") or {}).items():
-        if key not in overridden:
-            overrides.append(f"{key}=" + ",".join(_value_text(v) for v in values))
-    return overrides + extra
+    sweep = {key: list(values) for key, values in (cfg.get("sweep") or {}).items()
+             if key not in overridden}
+    special = []
+    for entry in cfg.get("seeds_for") or []:
+        key, _, value = str(entry.override).partition("=")
+        if value in sweep.get(key, []):
+            sweep[key].remove(value)
+            special.append((key, value, list(entry.seeds)))
+    base = [f"experiment={experiment}", f"scale={scale}"]
+    commands = []
+    if all(sweep.values()):
+        commands.append(base + _sweep_items(sweep, seeds, overridden) + extra)
+    for key, value, own_seeds in special:
+        commands.append(base + _sweep_items({**sweep, key: [value]}, own_seeds, overridden)
+                        + extra)
+    return commands
+
+
+def _sweep_items(sweep: dict, seeds: list, overridden: set[str]) -> list[str]:
+    items = [] if "seed" in overridden else ["seed=" + ",".join(str(s) for s in seeds)]
+    return items + [f"{key}=" + ",".join(_value_text(v) for v in values)
+                    for key, values in sweep.items()]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,17 +83,21 @@ def main(argv: list[str] | None = None) -> int:
         if args.launcher:
             extra.append(f"hydra/launcher={args.launcher}")
         check_overrides([f"experiment={args.experiment}", *extra])
-        overrides = sweep_overrides(args.experiment, args.scale, extra)
+        multiruns = sweep_overrides(args.experiment, args.scale, extra)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    command = [sys.executable, "-m", "bench.run", "-m", *overrides]
-    print(" ".join(command[1:]))
+    commands = [[sys.executable, "-m", "bench.run", "-m", *overrides] for overrides in multiruns]
+    for command in commands:
+        print(" ".join(command[1:]))
     if args.dry_run:
         return 0
-    status = subprocess.run(command).returncode
-    if status != 0 or args.no_report or args.launcher:
-        return status
+    for command in commands:
+        status = subprocess.run(command).returncode
+        if status != 0:
+            return status
+    if args.no_report or args.launcher:
+        return 0
     report = [sys.executable, "-m", "bench.report", args.experiment, "--scale", args.scale]
     return subprocess.run(report).returncode
 

@@ -14,7 +14,7 @@ from bench.datasets.regression import RegressionSplits
 from bench.methods.la import LaplaceTorchMethod
 from bench.methods.nn_ssla import NetworkASSLA, NetworkSSLA
 from bench.metrics.regression import coverage, crps, nll
-from bench.nn.curvature import ggn
+from bench.nn.curvature import Curvature, ggn
 from bench.nn.mlp import MLPShape, init_parameters
 from bench.nn.training import TrainedNetwork
 from bench.predictive import Gaussian, kde_bandwidth_gaussian
@@ -157,3 +157,67 @@ def test_heteroscedastic_toy_has_the_papers_split_and_fresh_test_points():
     assert fresh.x_test.shape == (500, 1)
     torch.testing.assert_close(fresh.x_train, splits.x_train)
     assert abs(float(fresh.y_test.mean())) < 0.3
+
+
+@pytest.mark.parametrize("structure", ["diag", "kfac", "dense"])
+def test_weighted_curvature_matches_weighted_outer_products(structure):
+    shape = MLPShape((2, 4, 3, 1), "tanh")
+    theta = init_parameters(shape, torch.Generator().manual_seed(4), torch.float64)
+    x = torch.randn(12, 2, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    weights = torch.rand(12, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    jac = torch.func.jacrev(lambda t: shape.forward_1d(t, x))(theta)
+    weighted = ggn(shape, theta, x, structure, weights).to_dense()
+    if structure == "dense":
+        expected = jac.T @ (weights[:, None] * jac)
+    elif structure == "diag":
+        expected = torch.diag((weights[:, None] * jac**2).sum(0))
+    else:
+        inputs, grads = shape.layer_inputs_and_output_grads(theta, x)
+        blocks = []
+        for a, g in zip(inputs, grads, strict=True):
+            a1 = torch.cat([a, torch.ones_like(a[:, :1])], dim=1)
+            unweighted = ggn(shape, theta, x, "kfac").parts[len(blocks)]
+            torch.testing.assert_close(unweighted[0], a1.T @ a1 / 12)
+            blocks.append((a1.T @ a1 / 12, g.T @ (weights[:, None] * g)))
+        expected = Curvature("kfac", shape, blocks).to_dense()
+    torch.testing.assert_close(weighted, expected)
+
+
+def test_empirical_fisher_assla_increment_is_the_determinant_lemma_and_depends_on_y():
+    splits, base, *_ = _linear_problem()
+    method = NetworkASSLA(structure="dense", protocol="corrected", curvature="empirical_fisher")
+    method.fit(splits, 0, base)
+    x_test = splits.x_test[:2]
+    method.predict(x_test)
+    grid, log_values = method.last["grid"], method.last["log_values"]
+    y_hat = base.predict(x_test)
+    residual_train = splits.y_train[:, 0] - base.predict(splits.x_train)
+    jac = base.shape.jacobian(base.theta, splits.x_train)
+    precision = (jac.T @ ((residual_train**2 / SIGMA2**2)[:, None] * jac)
+                 + TAU * torch.eye(base.shape.n_params, dtype=torch.float64))
+    for i in range(2):
+        j_star = base.shape.jacobian(base.theta, x_test[i:i + 1])[0]
+        for k in (0, 50, 100, 150):
+            r = grid[i, k] - y_hat[i]
+            after = precision + (r**2 / SIGMA2**2) * torch.outer(j_star, j_star)
+            increment = -0.5 * (torch.logdet(after) - torch.logdet(precision))
+            plugin = stats.norm.logpdf(float(grid[i, k]), float(y_hat[i]), SIGMA2**0.5)
+            assert math.isclose(float(log_values[i, k]), plugin + float(increment), rel_tol=1e-10)
+    shift = log_values - torch.distributions.Normal(y_hat[:, None], SIGMA2**0.5).log_prob(grid)
+    assert float(shift.max() - shift.min()) > 1e-3
+
+
+@pytest.mark.parametrize("structure", ["diag", "kfac", "dense"])
+def test_hadamard_bound_is_an_upper_bound_on_the_refit_logdet(structure):
+    from bench.methods.nn_ssla import _hadamard_log_bound, _sum_logdet
+
+    shape = MLPShape((2, 4, 3, 1), "tanh")
+    theta = init_parameters(shape, torch.Generator().manual_seed(7), torch.float64)
+    x = torch.randn(40, 2, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+    train = ggn(shape, theta, x, structure).scaled(1 / 40)
+    point = ggn(shape, theta, x[:1], structure)
+    exact = _sum_logdet(train, point)
+    bound = _hadamard_log_bound(train, point)
+    assert torch.isfinite(exact) and exact <= bound + 1e-10
+    if structure == "diag":
+        torch.testing.assert_close(exact, bound)

@@ -144,3 +144,25 @@ def test_mlp_objective_runs_for_real(tmp_path):
     assert all(math.isfinite(t.value) for t in trials_of(storage))
     params = {"lr": 0.01, "batch_size": 64}
     assert mlp_objective(params, 42, max_epochs=3) == mlp_objective(params, 42, max_epochs=3)
+
+
+def test_scales_read_tuned_values_from_their_source(tmp_path):
+    from hydra import compose, initialize_config_dir
+
+    from bench.tasks.nn_regression import build_method
+    from bench.tuned import load_tuned
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cpu = compose("config", overrides=["experiment=ssla/table-2", "scale=cpu", "method=vi"])
+        paper = compose("config", overrides=["experiment=ssla/table-2", "scale=paper"])
+    shipped = yaml.safe_load((TUNED / "heteroscedastic" / "mlp.yaml").read_text())
+    assert cpu.base.lr == shipped["lr"] and cpu.base.batch_size == shipped["batch_size"]
+    alpha = yaml.safe_load((TUNED / "heteroscedastic" / "bnn_vi.yaml").read_text())["alpha"]
+    assert build_method(cpu, {}).alpha == alpha
+    with pytest.raises(Exception, match="make tune-heteroscedastic SCALE=paper"):
+        OmegaConf.to_container(paper.base, resolve=True)
+    (tmp_path / "tuned" / "retuned" / "toy").mkdir(parents=True)
+    (tmp_path / "tuned" / "retuned" / "toy" / "mlp.yaml").write_text("lr: 0.5\n")
+    assert load_tuned("retuned", "toy/mlp", tmp_path).lr == 0.5
+    with pytest.raises(ConfigError, match="scale.tuned_source='cpu'"):
+        load_tuned("cpu", "toy/mlp", tmp_path)

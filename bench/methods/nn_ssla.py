@@ -8,6 +8,10 @@ summary. ``protocol="corrected"``: Gaussian likelihood with the fitted noise, th
 the fit and the curvature H = GGN/sigma^2 + tau I, a fine grid normalised by quadrature.
 In both, ASSLA's curvature increment is constant in y (the GGN never sees y), so ASSLA is
 the plug-in predictive times a constant — the notes' consequence, kept visible here.
+``curvature="empirical_fisher"`` swaps the GGN for the y-dependent empirical Fisher (outer
+products of per-point log-likelihood gradients), the variant under which ASSLA is no longer a
+rescaled plug-in in the corrected protocol. In the paper protocol the authors' one-batch
+grid curvature still makes it one scalar.
 """
 
 from __future__ import annotations
@@ -20,12 +24,14 @@ from torch import Tensor
 
 from bench.datasets.regression import RegressionSplits
 from bench.errors import ConfigError, require_choice
-from bench.nn.curvature import STRUCTURES, Curvature, ggn
+from bench.nn.curvature import STRUCTURES, Curvature, empirical_fisher_weights, ggn
 from bench.nn.refit import batched_outputs, newton_refits, sgd_refits
 from bench.nn.training import TrainedNetwork
 from bench.predictive import QuadratureDensity, kde_bandwidth_gaussian
 
 PROTOCOLS = ("paper", "corrected")
+CURVATURES = ("ggn", "empirical_fisher")
+PAPER_NOISE_VARIANCE = 0.5
 FLOAT32_TINY_LOG = math.log(2.0**-149)
 FLOAT32_MAX_LOG = math.log(torch.finfo(torch.float32).max)
 
@@ -43,6 +49,7 @@ class _NetworkLaplaceBase:
 
     structure: str = "kfac"
     protocol: str = "paper"
+    curvature: str = "ggn"
     grid_points: int = 20
     grid_width: float = 1.96
     fine_grid_points: int = 201
@@ -53,16 +60,43 @@ class _NetworkLaplaceBase:
         """Keep theta-hat and the training data; build the curvature at theta-hat."""
         require_choice("method.structure", self.structure, STRUCTURES)
         require_choice("protocol.name", self.protocol, PROTOCOLS)
+        require_choice("method.curvature", self.curvature, CURVATURES)
         self.base, self.seed = base, seed
         dtype = base.theta.dtype
         self.x, self.y = splits.x_train.to(dtype), splits.y_train[:, 0].to(dtype)
         self.y_std = float(self.y.std(unbiased=False))
-        self.ggn = ggn(base.shape, base.theta, self.x, self.structure)
+        self.ggn = self._training_curvature(base.theta)
+        self._dense_inverse = None
         n = len(self.y)
         if self.protocol == "corrected":
             self.precision = self.ggn.scaled(1 / base.noise_variance, base.prior_precision)
             self.h_inverse = self.precision.inverse()
         return {"n_params": base.shape.n_params, "n_train": n}
+
+    def _weights(self, residuals: Tensor) -> Tensor | None:
+        """Per-point weights on the unit-noise GGN: none for the GGN; for the empirical
+        Fisher ``r^2 / sigma^2`` (corrected, later scaled by ``1 / sigma^2``) or ``4 r^2``, the
+        squared gradient of the authors' per-point loss ``-(f - y)^2`` (paper)."""
+        if self.curvature == "ggn":
+            return None
+        if self.protocol == "paper":
+            return empirical_fisher_weights(residuals, PAPER_NOISE_VARIANCE) / PAPER_NOISE_VARIANCE
+        return empirical_fisher_weights(residuals, self.base.noise_variance)
+
+    def _training_curvature(self, theta: Tensor) -> Curvature:
+        """Unscaled curvature of the training likelihood at ``theta``."""
+        weights = None
+        if self.curvature != "ggn":
+            weights = self._weights(self.y - self.base.shape.forward_1d(theta, self.x))
+        return ggn(self.base.shape, theta, self.x, self.structure, weights)
+
+    def _point_weights(self, thetas: Tensor, x: Tensor, y: Tensor) -> Tensor:
+        """The curvature weight of each pseudo-point ``(x_r, y_r)`` at ``theta_r`` (ones for
+        the GGN)."""
+        if self.curvature == "ggn":
+            return torch.ones_like(y)
+        f = batched_outputs(self.base.shape, thetas, x.unsqueeze(1))[:, 0]
+        return self._weights(y - f)
 
     def _objective(self, thetas: Tensor) -> Tensor:
         """Training log-likelihood plus log prior at each of ``thetas`` ``[R, q]``."""
@@ -117,28 +151,36 @@ class NetworkASSLA(_NetworkLaplaceBase):
         x = x.to(self.base.theta.dtype)
         y_hat, grid = self._grid(x, self.grid_points)
         if self.protocol == "paper":
-            constant = self._authors_curvature_constant(x, grid.shape[-1])
+            constant = self._authors_curvature_constant(x, y_hat, grid)
             log_values = -((y_hat.unsqueeze(-1) - grid) ** 2) + constant
             self.last["curvature_increment"] = float(constant)
         else:
             theta = self.base.theta.expand(len(x), -1)
-            increment = -0.5 * torch.log1p(self._u_inv_u(theta, x))
+            weights = torch.ones_like(grid)
+            if self.curvature != "ggn":
+                weights = self._weights(grid - y_hat.unsqueeze(-1))
+            increment = -0.5 * torch.log1p(weights * self._u_inv_u(theta, x).unsqueeze(-1))
             log_values = (_gaussian_log_pdf(grid, y_hat.unsqueeze(-1), self.base.noise_variance)
-                          + increment.unsqueeze(-1))
+                          + increment)
             self.last["curvature_increment"] = increment.tolist()
         return self._summary(y_hat, grid, log_values)
 
-    def _authors_curvature_constant(self, x: Tensor, m: int) -> Tensor:
-        """½[logdet(F_D + eps I) - logdet(F_D + F_G / (N m d) + eps I)], one scalar (notes §1)."""
-        n, eps = len(self.y), 1e-6
-        mean_train = self.ggn.scaled(1 / n).to_dense()
-        grid_ggn = ggn(self.base.shape, self.base.theta, x, self.structure)
-        grid_mean = grid_ggn.scaled(1 / len(x)).to_dense()
-        identity = eps * torch.eye(mean_train.shape[0], dtype=mean_train.dtype)
+    def _authors_curvature_constant(self, x: Tensor, y_hat: Tensor, grid: Tensor) -> Tensor:
+        """½[logdet(F_D + eps I) - logdet(F_D + F_G / (N m d) + eps I)], one scalar (notes §1):
+        F_G is the mean curvature over all N m grid rows, so even a y-dependent curvature
+        gives one constant. The matrices are block-diagonal in every structure, so the
+        log-determinants are taken block by block."""
+        n, eps, m = len(self.y), 1e-6, grid.shape[-1]
+        x_rows = x.repeat_interleave(m, dim=0)
+        weights = self._weights((grid - y_hat.unsqueeze(-1)).reshape(-1))
+        grid_ggn = ggn(self.base.shape, self.base.theta, x_rows, self.structure, weights)
         divisor = len(x) * m * x.shape[1]
-        before = torch.linalg.slogdet((mean_train + identity).double())[1]
-        after = torch.linalg.slogdet((mean_train + grid_mean / divisor + identity).double())[1]
-        return 0.5 * (before - after).to(mean_train.dtype)
+        train_blocks = self.ggn.scaled(1 / n, eps).diagonal_blocks()
+        grid_blocks = grid_ggn.scaled(1 / (len(x_rows) * divisor)).diagonal_blocks()
+        before = sum(torch.linalg.slogdet(b.double())[1].sum() for b in train_blocks)
+        after = sum(torch.linalg.slogdet((b + g).double())[1].sum()
+                    for b, g in zip(train_blocks, grid_blocks, strict=True))
+        return 0.5 * (before - after).to(self.base.theta.dtype)
 
 
 @dataclass
@@ -159,6 +201,9 @@ class NetworkSSLA(_NetworkLaplaceBase):
         if self.refit == "newton" and self.protocol != "corrected":
             raise ConfigError("method.refit='newton' needs protocol=corrected (a Gaussian "
                               "likelihood with a prior); the paper protocol refits by sgd")
+        if self.refit == "newton" and self.curvature != "ggn":
+            raise ConfigError("method.refit='newton' needs method.curvature='ggn' (its steps "
+                              "use the GGN); valid with empirical_fisher: refit='sgd'")
         x = x.to(self.base.theta.dtype)
         y_hat, grid = self._grid(x, self.grid_points)
         m = grid.shape[-1]
@@ -167,7 +212,7 @@ class NetworkSSLA(_NetworkLaplaceBase):
         log_lik_train, log_prior = self._objective(thetas)
         hat_train, hat_prior = self._objective(self.base.theta.unsqueeze(0))
         f_new = batched_outputs(self.base.shape, thetas, x_rep.unsqueeze(1))[:, 0]
-        curvature = self._curvature_term(thetas, x_rep)
+        curvature = self._curvature_term(thetas, x_rep, y_flat)
         log_values = (self._point_log_lik(f_new, y_flat) + log_lik_train - hat_train
                       + log_prior - hat_prior + curvature)
         self.last.update(curvature_term=curvature.reshape(-1, m),
@@ -179,8 +224,8 @@ class NetworkSSLA(_NetworkLaplaceBase):
         m = grid.shape[-1]
         x_rep, y_flat = x.repeat_interleave(m, dim=0), grid.reshape(-1)
         if self.refit == "newton":
-            thetas, self._newton_u_inv_u = newton_refits(
-                base.shape, base.theta, x, grid, self.h_inverse, base.noise_variance,
+            thetas, _ = newton_refits(
+                base.shape, base.theta, x, grid, self._newton_step_inverse(), base.noise_variance,
                 self.newton_steps, lambda t: self._gradient_change(t, x_rep, y_flat))
             return thetas
         stream = STRUCTURES.index(self.structure)
@@ -191,6 +236,23 @@ class NetworkSSLA(_NetworkLaplaceBase):
             generator)
         self.last["refit_epochs_mean"] = float(epochs.double().mean())
         return thetas
+
+    def _newton_step_inverse(self):
+        """The dense GGN precision for the Newton steps, whatever ``structure`` is.
+
+        The structure is the Laplace curvature approximation (the log-det term); the refit
+        itself should land on the augmented MAP, and a diagonal or K-FAC Newton step does
+        not: it overshoots along directions the structure ignores, and the exactly evaluated
+        training log joint then punishes every grid value but the centre (a predictive far
+        too narrow). Built once per fit.
+        """
+        if self.structure == "dense":
+            return self.h_inverse
+        if self._dense_inverse is None:
+            dense = ggn(self.base.shape, self.base.theta, self.x, "dense")
+            self._dense_inverse = dense.scaled(1 / self.base.noise_variance,
+                                               self.base.prior_precision).inverse()
+        return self._dense_inverse
 
     def _batch_loss(self, f: Tensor, y: Tensor, thetas: Tensor) -> Tensor:
         if self.protocol == "paper":
@@ -212,28 +274,55 @@ class NetworkSSLA(_NetworkLaplaceBase):
             return torch.autograd.grad(total.sum(), points)[0]
         return grad_at(thetas, True) - grad_at(self.base.theta.unsqueeze(0), False)
 
-    def _curvature_term(self, thetas: Tensor, x_rep: Tensor) -> Tensor:
+    def _curvature_term(self, thetas: Tensor, x_rep: Tensor, y_flat: Tensor) -> Tensor:
         if self.protocol == "corrected":
             if self.refit == "newton":
-                m = len(x_rep) // len(self._newton_u_inv_u)
-                return -0.5 * torch.log1p(self._newton_u_inv_u).repeat_interleave(m)
-            return -0.5 * torch.log1p(self._u_inv_u(thetas.detach(), x_rep))
+                u_inv_u = self._u_inv_u(self.base.theta.expand(len(x_rep), -1), x_rep)
+                return -0.5 * torch.log1p(u_inv_u)
+            thetas = thetas.detach()
+            weights = self._point_weights(thetas, x_rep, y_flat)
+            return -0.5 * torch.log1p(weights * self._u_inv_u(thetas, x_rep))
         n = len(self.y)
         before = authors_log_det_plus_eps(self.ggn.scaled(1 / n).logdet().reshape(1))
         after = torch.stack([
-            self._authors_refit_logdet(theta, xi) for theta, xi in zip(thetas, x_rep, strict=True)
+            self._authors_refit_logdet(theta, xi, yi)
+            for theta, xi, yi in zip(thetas, x_rep, y_flat, strict=True)
         ])
         return 0.5 * (before - authors_log_det_plus_eps(after))
 
-    def _authors_refit_logdet(self, theta: Tensor, x_new: Tensor) -> Tensor:
-        """log det(F_D(theta)/n + F_x(theta)) in the chosen structure (``-inf`` if singular)."""
+    def _authors_refit_logdet(self, theta: Tensor, x_new: Tensor, y_new: Tensor) -> Tensor:
+        """log det(F_D(theta)/n + F_x(theta)) in the chosen structure (``-inf`` if singular).
+
+        Only whether float32 ``det`` underflows matters below ``2^-149``, so when Hadamard's
+        bound (log det <= sum of the log diagonal, for any positive semi-definite matrix) is
+        already below it, the bound is returned instead of the exact value: both give the
+        authors' ``log(0 + 1e-6)``, and the K-FAC blocks need no dense slogdet.
+        """
         shape, n = self.base.shape, len(self.y)
         if self.structure == "dense" and n + 1 < shape.n_params:
             return torch.tensor(-torch.inf, dtype=theta.dtype)
         with torch.no_grad():
-            train = ggn(shape, theta, self.x, self.structure).scaled(1 / n)
-            point = ggn(shape, theta, x_new.unsqueeze(0), self.structure)
+            train = self._training_curvature(theta).scaled(1 / n)
+            weight = self._point_weights(theta.unsqueeze(0), x_new.unsqueeze(0), y_new.reshape(1))
+            point = ggn(shape, theta, x_new.unsqueeze(0), self.structure, weight)
+            bound = _hadamard_log_bound(train, point)
+            if bound < FLOAT32_TINY_LOG - 1.0:
+                return bound
             return _sum_logdet(train, point)
+
+
+def _hadamard_log_bound(train: Curvature, point: Curvature) -> Tensor:
+    """Sum of the log diagonal of the sum of two curvatures: an upper bound on its log det."""
+    if train.structure == "diag":
+        diagonal = train.scale * train.parts + point.parts
+    elif train.structure == "dense":
+        diagonal = torch.diagonal(train.to_dense() + point.to_dense())
+    else:
+        diagonal = torch.cat([
+            (torch.outer(torch.diagonal(g), torch.diagonal(a)) * train.scale
+             + torch.outer(torch.diagonal(g_x), torch.diagonal(a_x))).flatten()
+            for (a, g), (a_x, g_x) in zip(train.parts, point.parts, strict=True)])
+    return torch.log(diagonal).sum()
 
 
 def _sum_logdet(train: Curvature, point: Curvature) -> Tensor:

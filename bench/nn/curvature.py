@@ -46,6 +46,19 @@ class Curvature:
             m = torch.block_diag(*[_kfac_block_dense(a, g) for a, g in self.parts])
         return self.scale * m + self.shift * torch.eye(m.shape[0], dtype=m.dtype)
 
+    def diagonal_blocks(self) -> list[Tensor]:
+        """The dense diagonal blocks whose direct sum is :meth:`to_dense`: one q x q block
+        (dense), one per layer (kfac), or q 1 x 1 blocks as a single ``[q, 1, 1]`` (diag)."""
+        if self.structure == "diag":
+            return [(self.scale * self.parts + self.shift).reshape(-1, 1, 1)]
+        if self.structure == "dense":
+            return [self.to_dense()]
+        blocks = []
+        for a, g in self.parts:
+            block = self.scale * _kfac_block_dense(a, g)
+            blocks.append(block + self.shift * torch.eye(block.shape[0], dtype=block.dtype))
+        return blocks
+
     def logdet(self) -> Tensor:
         """log det, through Cholesky/eigenvalues (``-inf`` for a singular matrix)."""
         if self.structure == "diag":
@@ -96,8 +109,14 @@ class CurvatureInverse:
         return torch.cat(out, dim=-1)
 
 
-def ggn(shape: MLPShape, theta: Tensor, x: Tensor, structure: str) -> Curvature:
-    """Unit-noise GGN ``sum_i J_i J_i^T`` at ``theta`` over inputs ``x`` in ``structure``."""
+def ggn(shape: MLPShape, theta: Tensor, x: Tensor, structure: str,
+        weights: Tensor | None = None) -> Curvature:
+    """Unit-noise GGN ``sum_i w_i J_i J_i^T`` at ``theta`` over inputs ``x`` in ``structure``.
+
+    ``weights`` (default all ones) turn it into other outer-product curvatures: the empirical
+    Fisher of a Gaussian likelihood is ``w_i = (y_i - f_i)^2 / sigma^2`` in these units (see
+    :func:`empirical_fisher_weights`). K-FAC weights the output-gradient factor only.
+    """
     require_choice("method.structure", structure, STRUCTURES)
     if structure == "kfac":
         inputs, grads = shape.layer_inputs_and_output_grads(theta, x)
@@ -105,12 +124,27 @@ def ggn(shape: MLPShape, theta: Tensor, x: Tensor, structure: str) -> Curvature:
         parts = []
         for a, g in zip(inputs, grads, strict=True):
             a1 = torch.cat([a, torch.ones_like(a[:, :1])], dim=1)
+            if weights is not None:
+                g = g * weights.sqrt().unsqueeze(-1)
             parts.append((a1.T @ a1 / n, g.T @ g))
         return Curvature("kfac", shape, parts)
     jac = shape.jacobian(theta, x)
+    if weights is not None:
+        jac = jac * weights.sqrt().unsqueeze(-1)
     if structure == "diag":
         return Curvature("diag", shape, (jac**2).sum(0))
     return Curvature("dense", shape, jac.T @ jac)
+
+
+def empirical_fisher_weights(residuals: Tensor, noise_variance: float) -> Tensor:
+    """GGN weights that make :func:`ggn` the empirical Fisher of a Gaussian likelihood.
+
+    The log-likelihood gradient of one point is ``J r / sigma^2`` (``r = y - f``), so its outer
+    product is ``(r^2 / sigma^2) * J J^T / sigma^2``: weights ``r^2 / sigma^2`` on the unit-noise
+    GGN, which the caller then scales by ``1 / sigma^2`` as it does for the GGN. Unlike the GGN
+    this depends on y.
+    """
+    return residuals**2 / noise_variance
 
 
 def _layer_matrix(v: Tensor, fan_in: int, fan_out: int) -> Tensor:

@@ -16,6 +16,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from bench.errors import ConfigError
 from bench.metrics.regression import regression_metrics
 from bench.nn.training import train_map_mlp, train_paper_mlp
 from bench.result import TaskResult
@@ -38,29 +39,46 @@ def run(cfg: DictConfig) -> TaskResult:
         result.fitted["base"] = base.diagnostics
     for row, params in cfg.method.variants.items():
         method = build_method(cfg, OmegaConf.to_container(params))
-        start = time.perf_counter()
-        if base is None:
-            diagnostics = method.fit(splits, int(cfg.seed))
-        else:
-            diagnostics = method.fit(splits, int(cfg.seed), base)
-        predictive = method.predict(splits.x_test)
-        result.timings[f"{row}_s"] = time.perf_counter() - start
-        scores = regression_metrics(predictive, splits.y_test[:, 0], z=cfg.protocol.interval_z)
-        for column, value in scores.items():
-            result.add(row, column, value)
-        result.fitted[row] = _plain(diagnostics)
-        result.arrays[f"{row}/mean"] = predictive.mean.double().tolist()
-        result.arrays[f"{row}/sd"] = predictive.variance.double().sqrt().tolist()
+        score_method(cfg, method, splits, base, row, result)
     return result
 
 
-def build_method(cfg: DictConfig, params: dict):
-    """The method adapter with the variant's parameters and any ``method_limits`` it accepts."""
-    factory = instantiate(cfg.method.adapter)
+def score_method(cfg: DictConfig, method, splits, base, row: str, result: TaskResult) -> None:
+    """Fit ``method`` (on ``base`` when given), predict the test set and add row ``row``'s
+    cells, timing, fitted values and predictive mean/sd arrays to ``result``."""
+    start = time.perf_counter()
+    if base is None:
+        diagnostics = method.fit(splits, int(cfg.seed))
+    else:
+        diagnostics = method.fit(splits, int(cfg.seed), base)
+    predictive = method.predict(splits.x_test)
+    result.timings[f"{row}_s"] = time.perf_counter() - start
+    scores = regression_metrics(predictive, splits.y_test[:, 0], z=cfg.protocol.interval_z)
+    for column, value in scores.items():
+        result.add(row, column, value)
+    result.fitted[row] = _plain(diagnostics)
+    result.arrays[f"{row}/mean"] = predictive.mean.double().tolist()
+    result.arrays[f"{row}/sd"] = predictive.variance.double().sqrt().tolist()
+
+
+def build_method(cfg: DictConfig, params: dict, method_cfg: DictConfig | None = None):
+    """The method adapter (``method_cfg``, default ``cfg.method``) with its tuned values
+    (``cfg.tuned.<name>``), the variant's parameters over them, and any ``method_limits``
+    it accepts over both."""
+    method_cfg = cfg.method if method_cfg is None else method_cfg
+    factory = instantiate(method_cfg.adapter)
     accepted = {f.name for f in dataclasses.fields(factory.func)}
+    tuned_all = cfg.get("tuned")
+    tuned = {}
+    if tuned_all is not None and method_cfg.name in tuned_all:
+        tuned = OmegaConf.to_container(tuned_all[method_cfg.name], resolve=True)
     limits = {key: value for key, value in (cfg.get("method_limits") or {}).items()
               if key in accepted and value is not None}
-    return factory(**params, **limits)
+    unknown = sorted(set(tuned) - accepted)
+    if unknown:
+        raise ConfigError(f"tuned.{method_cfg.name} has {unknown}, which "
+                          f"{factory.func.__name__} does not take (fields: {sorted(accepted)})")
+    return factory(**{**tuned, **params, **limits})
 
 
 def train_base(cfg: DictConfig, splits):

@@ -1,0 +1,89 @@
+"""Report specs of the SSLA paper's UCI case study: Table 3 (data) and Table 4 (results)."""
+
+from __future__ import annotations
+
+from bench.reporting.spec import ArtifactSpec
+from bench.reporting.verdicts import PrintedDigits, Tolerance
+
+PAPER_SEED = 42
+# Table 4's order, with the test-set size that reproduces its coverage fractions (notes §7).
+DATASETS = {
+    "Auto MPG": 79, "Liver Disorders": 69, "Concrete Compressive Strength": 50,
+    "Wine Quality": 50, "Bike Sharing": 50, "Airfoil Self-Noise": 50,
+    "Daily Demand Forecasting Orders": 12, "Real Estate Valuation": 83,
+}
+METHODS = ("SSLA", "ASSLA", "LA")
+TABLE_4_COLUMNS = ("cov95", "cov75", "cov50", "nll", "crps")
+
+
+def _two_test_points(n_test: int) -> Tolerance:
+    """Coverage within two test points of the paper's value (or the paper inside our CI)."""
+    return Tolerance(abs=200.0 / n_test + 1e-9)
+
+
+TABLE_3 = ArtifactSpec(
+    paper="ssla",
+    artifact="table-3",
+    title="Table 3: the UCI data sets as loaded (rows, inputs, split sizes, test subsampling)",
+    paper_seed=PAPER_SEED,
+    row_order=tuple(DATASETS),
+    column_order=("n_rows", "n_rows_used", "n_features_raw", "n_features", "n_train", "n_val",
+                  "n_test_full", "n_test", "subsampled"),
+    rule=PrintedDigits(close_units=0),
+    causes={
+        ("corrected", "Bike Sharing", "n_features_raw"): "corrected keeps yr, holiday, "
+                                                          "workingday and the rental counts",
+    },
+    notes=(
+        "The paper's Table 3 prints descriptions, a size class and a subsampling mark; its "
+        "numbers here are the subsampling mark (1 = subsampled to n = 50), the feature counts "
+        "its descriptions state, and the test sizes that reproduce every Table 4 coverage "
+        "fraction (reproduction notes §7; not printed in the paper).",
+        "Split (both protocols): sklearn train_test_split 80/20 (random_state = seed), the "
+        "train part 80/20 into train/val, val 60/40 into val/calibration (unused); the four "
+        "medium data sets cut the test set to 50 points with the first randperm of a generator "
+        "seeded by the seed. Columns: n_features_raw = input columns before one-hot encoding, "
+        "n_features = network inputs after it.",
+        "Raw files from BENCH_DATA_DIR/uci/ (layout as shared/data/uci), else ucimlrepo.",
+    ),
+)
+
+TABLE_4 = ArtifactSpec(
+    paper="ssla",
+    artifact="table-4",
+    title="Table 4: coverage (%), NLL and CRPS of SSLA, ASSLA and LA on eight UCI data sets",
+    paper_seed=PAPER_SEED,
+    row_order=tuple(f"{d}/{m}" for d in DATASETS for m in METHODS),
+    column_order=TABLE_4_COLUMNS,
+    rule=PrintedDigits(),
+    rules={
+        **{(f"{d}/SSLA", c): _two_test_points(n) for d, n in DATASETS.items()
+           for c in ("cov95", "cov75", "cov50")},
+        **{(f"{d}/SSLA", c): Tolerance(abs=0.05, rel=0.1) for d in DATASETS
+           for c in ("nll", "crps")},
+        ("corrected", "*", "*"): Tolerance(abs=5.0, rel=0.1),
+    },
+    causes={
+        ("*/SSLA", "*"): "SSLA depends on 10-epoch stochastic refits whose minibatch order we "
+                         "cannot replay (our refits are batched)",
+        ("corrected", "*", "*"): "corrected protocol (train-only scalers, Gaussian likelihood "
+                                 "with fitted sigma, MAP, quadrature density) is not what the "
+                                 "paper ran",
+    },
+    notes=(
+        "Data: notes §7 (Table 3 report). Seed 42 is the paper's split and initialisation; "
+        "other seeds are other splits and initialisations, so the CI spans data splits too.",
+        "Protocol paper: the authors' code: n_input-50-50-1 ReLU MLP, MSE, Adam with the tuned "
+        "lr/batch size per data set (conf/tuned/paper/uci), 500 epochs, patience 20; ASSLA and "
+        "SSLA with K-FAC over the whole network, LA last-layer K-FAC with sigma 1 and 100 Adam "
+        "steps on tau; KDE-bandwidth summary; intervals mean ± z·sd with z = 1.96/1.15/0.67.",
+        "Protocol corrected: scalers fit on the train part only, MAP network with Gaussian "
+        "likelihood and fitted sigma, SSLA by the Gauss-Newton refit, fine grid normalised by "
+        "quadrature, LA with tau and sigma by marginal likelihood, quantile intervals.",
+        "Verdicts: exact printed digits for ASSLA and LA at seed 42 (deterministic given the "
+        "network); SSLA coverage within two test points, NLL/CRPS within 0.05 + 10 %, or the "
+        "paper value inside our seed CI.",
+    ),
+)
+
+SPECS: list[ArtifactSpec] = [TABLE_3, TABLE_4]

@@ -1,0 +1,1 @@
+"""Subnetwork linearised Laplace (Raha, Khare, Patra): selectors, surrogates, data, metrics."""
