@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from bench.datasets.toy import heteroscedastic_toy
 from bench.methods.nn_ssla import NetworkASSLA, NetworkSSLA
 from bench.nn.training import train_map_mlp, train_paper_mlp
+from bench.timing import best_of
 
 FULL = {"n_test": 25, "ref_points": 3, "ref_grid": 2, "sgd_points": 5, "repeats": 3,
         "sgd_repeats": 2, "la_fits": 2, "paper_points": 25, "paper_grid": 20,
@@ -36,16 +37,6 @@ FULL = {"n_test": 25, "ref_points": 3, "ref_grid": 2, "sgd_points": 5, "repeats"
 QUICK = {"n_test": 4, "ref_points": 1, "ref_grid": 2, "sgd_points": 1, "repeats": 1,
          "sgd_repeats": 1, "la_fits": 1, "paper_points": 1, "paper_grid": 4, "max_epochs": 20}
 PAPER_LR = 0.04016791033073118
-
-
-def best_of(fn, repeats: int):
-    """(best wall seconds, result of the last call) over ``repeats`` calls of ``fn``."""
-    best, result = math.inf, None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, result
 
 
 def reference_increment(base, x_train: torch.Tensor, x_new: torch.Tensor,

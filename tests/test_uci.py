@@ -44,7 +44,7 @@ REAL_ESTATE = ["No", "X1 transaction date", "X2 house age",
                "X3 distance to the nearest MRT station", "X4 number of convenience stores",
                "X5 latitude", "X6 longitude", "Y house price of unit area"]
 COLUMNS = {
-    "auto_mpg": ["displacement", "mpg", "cylinders", "horsepower", "weight", "acceleration",
+    "auto_mpg": ["mpg", "cylinders", "displacement", "horsepower", "weight", "acceleration",
                  "model_year", "origin", "car_name"],
     "liver": ["mcv", "alkphos", "sgpt", "sgot", "gammagt", "drinks", "selector"],
     "concrete": ["Cement", "Blast Furnace Slag", "Fly Ash", "Water", "Superplasticizer",

@@ -73,7 +73,7 @@ class UciRecipe:
 
 RECIPES: dict[str, UciRecipe] = {
     "auto_mpg": UciRecipe(
-        "mpg", ("displacement", "cylinders", "horsepower", "weight", "acceleration",
+        "mpg", ("cylinders", "displacement", "horsepower", "weight", "acceleration",
                 "model_year"), one_hot=("origin",), dropna=True, y32=True),
     "liver": UciRecipe(
         "alkphos", ("mcv", "sgpt", "sgot", "gammagt"), passthrough=("drinks",),

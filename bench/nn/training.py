@@ -122,13 +122,18 @@ def train_map_mlp(
     splits: RegressionSplits, seed: int, lr: float = 1e-2, batch_size: int = 64,
     n_hidden: tuple[int, ...] = (50, 50), activation: str = "relu",
     prior_precision: float = 1.0, max_epochs: int = 2000, patience: int = 50,
-    dtype: torch.dtype = torch.float64,
+    dtype: torch.dtype = torch.float64, polish_rounds: int = 0,
 ) -> TrainedNetwork:
     """MAP under y ~ N(f(x), sigma^2), theta ~ N(0, I/tau), sigma fitted jointly.
 
     Minimises the per-point negative log joint ``[sum_i NLL_i + tau/2 |theta|^2] / n`` with
     Adam on minibatches drawn from a generator seeded by ``seed``; keeps the parameters of
-    the epoch with the best validation NLL.
+    the epoch with the best validation NLL. ``polish_rounds > 0`` then makes theta-hat a
+    stationary point of the training log joint, which every Laplace method assumes and
+    early stopping does not give: each round sets sigma^2 to the training MSE and runs
+    full-batch L-BFGS on theta (see :func:`polish_map`). Smooth activations reach a
+    stationary point; ReLU's kinks stop L-BFGS near one (gradient norm 456 -> 11 on the
+    Table 2 toy at seed 42).
     """
     start = time.perf_counter()
     generator = torch.Generator().manual_seed(int(seed))
@@ -158,9 +163,55 @@ def train_map_mlp(
     theta_hat = best[1]
     with torch.no_grad():
         train_mse = float(((shape.forward_1d(theta_hat, x) - y) ** 2).mean())
-    return TrainedNetwork(
-        shape, theta_hat, noise_variance=train_mse, prior_precision=prior_precision,
-        diagnostics={"epochs": epoch + 1, "best_epoch": best[3], "val_nll": best[0],
-                     "sigma_at_best": math.exp(best[2]), "train_mse": train_mse,
-                     "train_s": time.perf_counter() - start},
-    )
+    diagnostics = {"epochs": epoch + 1, "best_epoch": best[3], "val_nll": best[0],
+                   "sigma_at_best": math.exp(best[2]), "train_mse": train_mse}
+    if polish_rounds > 0:
+        diagnostics["grad_norm_before_polish"] = float(
+            log_joint_gradient(shape, theta_hat, x, y, train_mse, prior_precision).norm())
+        theta_hat, train_mse = polish_map(shape, theta_hat, x, y, prior_precision,
+                                          polish_rounds)
+        diagnostics["grad_norm_after_polish"] = float(
+            log_joint_gradient(shape, theta_hat, x, y, train_mse, prior_precision).norm())
+        diagnostics["noise_variance"] = train_mse
+    diagnostics["train_s"] = time.perf_counter() - start
+    return TrainedNetwork(shape, theta_hat, noise_variance=train_mse,
+                          prior_precision=prior_precision, diagnostics=diagnostics)
+
+
+def log_joint_gradient(shape: MLPShape, theta: Tensor, x: Tensor, y: Tensor,
+                       noise_variance: float, prior_precision: float) -> Tensor:
+    """Gradient in theta of ``sum_i log N(y_i; f(x_i), sigma^2) + log N(theta; 0, I/tau)``."""
+    theta = theta.detach().requires_grad_(True)
+    residual = shape.forward_1d(theta, x) - y
+    value = -(residual**2).sum() / (2 * noise_variance) - 0.5 * prior_precision * theta.pow(2).sum()
+    return torch.autograd.grad(value, theta)[0]
+
+
+def polish_map(shape: MLPShape, theta: Tensor, x: Tensor, y: Tensor, prior_precision: float,
+               rounds: int, max_iter: int = 500) -> tuple[Tensor, float]:
+    """Full-batch L-BFGS (strong Wolfe) to the MAP of theta, alternating with sigma^2 = MSE.
+
+    Returns the polished theta and the sigma^2 of the last round (the training MSE where that
+    round started), for which theta is stationary; the Laplace methods use that pair.
+    Deterministic: no sampling.
+    """
+    theta = theta.detach().clone()
+    for _ in range(rounds):
+        with torch.no_grad():
+            variance = float(((shape.forward_1d(theta, x) - y) ** 2).mean())
+        theta.requires_grad_(True)
+        optimizer = torch.optim.LBFGS([theta], lr=1, max_iter=max_iter, history_size=50,
+                                      tolerance_grad=1e-9, tolerance_change=1e-15,
+                                      line_search_fn="strong_wolfe")
+
+        def closure(theta=theta, variance=variance, optimizer=optimizer):
+            optimizer.zero_grad()
+            residual = shape.forward_1d(theta, x) - y
+            loss = ((residual**2).sum() / (2 * variance)
+                    + 0.5 * prior_precision * theta.pow(2).sum()) / len(y)
+            loss.backward()
+            return loss
+
+        optimizer.step(closure)
+        theta = theta.detach()
+    return theta, variance

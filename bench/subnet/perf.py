@@ -1,15 +1,18 @@
 """Timing of Greedy-Laplace (Algorithm 1) against re-inverting at every step.
 
-``python -m bench.subnet.perf [--p 250 500 1000 2000] [--k 10 20 40 80]`` prints a Markdown
-table and the fitted scaling exponents. The precision is a GGN-like ``J^T J + I`` with ``J``
-``[p/2, p]`` standard normal (float64). The naive baseline is skipped once its predicted time
-(the last measurement at this ``k`` scaled by ``p^3``) passes ``naive_budget_s``.
+``python -m bench.subnet.perf [--p 250 500 1000 2000] [--k 10 20 40 80] [--out FILE]`` prints
+(or writes to ``FILE``, e.g. ``reports/subnet/perf.md`` via ``make bench-perf-subnet``) a
+Markdown report: the timing table and the fitted scaling exponents beside the complexities
+claimed (Algorithm 1: ``O(k p^2)``; the naive greedy: ``O(p^3)`` per step). The precision is
+a GGN-like ``J^T J + I`` with ``J`` ``[p/2, p]`` standard normal (float64). The naive baseline
+is skipped once its predicted time (the last measurement at this ``k`` scaled by ``p^3``)
+passes ``naive_budget_s``.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import os
 import time
 
 import torch
@@ -21,6 +24,7 @@ from bench.subnet.selection import (
     naive_greedy_subnet_indices,
     partial_cholesky_greedy_subnet_indices,
 )
+from bench.timing import best_of
 
 TIMED = {
     "greedy_s": greedy_subnet_indices,
@@ -33,16 +37,6 @@ def random_precision(p: int, generator: torch.Generator) -> Tensor:
     """``J^T J + I`` with ``J`` ``[max(1, p // 2), p]`` i.i.d. N(0, 1) (float64)."""
     jac = torch.randn(max(1, p // 2), p, generator=generator, dtype=torch.float64)
     return jac.T @ jac + torch.eye(p, dtype=torch.float64)
-
-
-def best_time(fn, repeats: int) -> tuple[float, object]:
-    """(best wall seconds over ``repeats`` calls, last result)."""
-    best, result = math.inf, None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, result
 
 
 def greedy_timing(p_values, k_values, repeats: int = 3, seed: int = 0,
@@ -63,7 +57,7 @@ def greedy_timing(p_values, k_values, repeats: int = 3, seed: int = 0,
                     if t_prev * (p / p_prev) ** 3 > naive_budget_s:
                         row[key] = None
                         continue
-                row[key], indices = best_time(lambda s=selector, m=omega, k=k: s(m, k), repeats)
+                row[key], indices = best_of(lambda s=selector, m=omega, k=k: s(m, k), repeats)
                 chosen.append(indices)
                 if key == "naive_s":
                     last_naive[k] = (p, row[key])
@@ -100,9 +94,52 @@ def scaling_exponents(rows: list[dict], key: str) -> dict[str, float]:
     return out
 
 
-def main(argv=None) -> None:
-    """Print the timing table and exponents as Markdown."""
+CLAIMED_EXPONENTS = {
+    "greedy_s": ("O(k p^2) (Algorithm 1, Section 3)", 2.0, 1.0),
+    "partial_cholesky_s": ("O(p k^2) (lazy Schur complements)", 1.0, 2.0),
+    "naive_s": ("O(k p^3) (re-inverting at every step)", 3.0, 1.0),
+}
+
+
+def markdown_report(rows: list[dict], args: argparse.Namespace, wall_s: float,
+                    load_average: float) -> str:
+    """The timing table, the fitted exponents beside the claimed ones, and how it was run."""
     import pandas as pd
+
+    exponents = []
+    for key, (claim, p_exponent, k_exponent) in CLAIMED_EXPONENTS.items():
+        fitted = scaling_exponents(rows, key)
+        line = {"implementation": key.removesuffix("_s"), "claimed": claim}
+        for name, value in fitted.items():
+            expected = p_exponent if name.startswith("vs_p") else k_exponent
+            line[name] = f"{value:.2f} (claimed {expected:g})"
+        exponents.append(line)
+    timing = pd.DataFrame(rows).to_markdown(index=False, floatfmt=".4g")
+    return "\n".join([
+        "# Subnetwork Laplace: Greedy-Laplace selection time", "",
+        f"`python -m bench.subnet.perf --p {' '.join(map(str, args.p))} --k "
+        f"{' '.join(map(str, args.k))} --repeats {args.repeats} --threads {args.threads}` "
+        f"(torch {torch.__version__}, {args.threads} thread(s), float64, best of "
+        f"{args.repeats}; {wall_s:.0f} s in all; 1-minute load average {load_average:.1f} "
+        f"on {os.cpu_count()} cores at the start, so absolute times include contention).", "",
+        "Precision: `J^T J + I` with `J` `[p/2, p]` standard normal. `greedy` is Algorithm 1 "
+        "with the Step-5 rank-one Schur downdate; `partial_cholesky` computes the same "
+        "selection lazily; `naive` re-inverts the remaining block's marginal covariance at "
+        "every step (the O(p^3)-per-step comparison; skipped, empty, once its predicted time "
+        f"passes {args.naive_budget_s:g} s). `same_indices`: all implementations chose the "
+        "same subset.", "",
+        "## Timings (seconds)", "", timing, "",
+        "## Fitted exponents (log-log least squares)", "",
+        pd.DataFrame(exponents).fillna("—").to_markdown(index=False), "",
+        "Exponents at small sizes are pulled below the asymptotic ones by fixed per-step "
+        "overheads (Python loop, kernel launches); the ratio column naive_over_greedy is the "
+        "direct comparison.", "",
+    ])
+
+
+def main(argv=None) -> None:
+    """Print (or write to ``--out``) the timing report as Markdown."""
+    from pathlib import Path
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--p", type=int, nargs="+", default=[250, 500, 1000, 2000])
@@ -110,12 +147,20 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--naive-budget-s", type=float, default=1.0)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=None, help="write the report here")
     args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    load_average = os.getloadavg()[0]
+    start = time.perf_counter()
     rows = greedy_timing(args.p, args.k, args.repeats, args.seed, args.naive_budget_s)
-    print(pd.DataFrame(rows).to_markdown(index=False, floatfmt=".4g"))
-    exponents = [{"implementation": key, **scaling_exponents(rows, key)} for key in TIMED]
-    print()
-    print(pd.DataFrame(exponents).to_markdown(index=False, floatfmt=".3g"))
+    text = markdown_report(rows, args, time.perf_counter() - start, load_average)
+    if args.out is None:
+        print(text)
+        return
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

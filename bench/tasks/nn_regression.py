@@ -90,7 +90,7 @@ def train_base(cfg: DictConfig, splits):
                                base.patience)
     return train_map_mlp(splits, int(cfg.seed), base.lr, base.batch_size, tuple(base.n_hidden),
                          base.activation, base.prior_precision, base.max_epochs, base.patience,
-                         resolve_dtype(cfg.protocol.dtype))
+                         resolve_dtype(cfg.protocol.dtype), int(base.get("polish_rounds", 0)))
 
 
 def _plain(values) -> dict:

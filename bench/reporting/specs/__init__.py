@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from bench.reporting.spec import ArtifactSpec
-from bench.reporting.specs import ssla, ssla_nn, ssla_sine
+from bench.reporting.specs import ssla, ssla_nn, ssla_sine, ssla_uci, subnet
 
-PAPER_MODULES = (ssla, ssla_nn, ssla_sine)
+PAPER_MODULES = (ssla, ssla_nn, ssla_sine, ssla_uci, subnet)
 
 
 def build_registry(specs: Iterable[ArtifactSpec]) -> dict[str, ArtifactSpec]:

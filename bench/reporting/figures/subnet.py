@@ -1,0 +1,158 @@
+"""Figures 1 and 2 of the subnetwork paper, drawn from the records' cells.
+
+Cells are named ``<panel>/<metric>@k=<k>`` (subset methods) or ``<panel>/<metric>`` (methods
+without a subset size), where ``<panel>`` is ``<specification>/<domain>`` (Figure 1) or
+``<likelihood>/<specification>`` (Figure 2). Curves are the mean over seeds (each seed's value
+is the mean over its job's replications) with a 95% Student-t band; k-free methods are
+horizontal lines with their band.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from bench.reporting.aggregate import aggregate_cells, cells_frame  # noqa: E402
+
+SUBSET_ROWS = ("Greedy-Laplace", "Gradient-Laplace", "Gradient-Laplace (test ref.)",
+               "Subnet diagonal", "Last k")
+PROPOSED_ROWS = ("Greedy-Laplace", "Gradient-Laplace")
+FIGURE_1_FLAT_ROWS = ("NeuralLinear", "PrecisionDiag", "Block Laplace")
+FIGURE_2_FLAT_ROWS = ("LLA", "Split", "Ensemble", "NeuralLinear", "PrecisionDiag",
+                      "Block Laplace")
+COLORS = {
+    "Greedy-Laplace": "tab:red", "Gradient-Laplace": "tab:blue",
+    "Gradient-Laplace (test ref.)": "tab:cyan", "Subnet diagonal": "tab:green",
+    "Last k": "tab:orange", "NeuralLinear": "tab:purple", "PrecisionDiag": "tab:brown",
+    "Block Laplace": "tab:gray", "LLA": "black", "Split": "tab:olive", "Ensemble": "tab:pink",
+}
+SPECIFICATIONS = ("misspecified", "wellspecified")
+DOMAINS = ("in_distribution", "ood", "mixed")
+LIKELIHOODS = ("regression", "classification")
+_K_COLUMN = re.compile(r"^(?P<panel>.+)/(?P<metric>[a-z0-9]+)@k=(?P<k>\d+)$")
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Mean over seeds of one cell with its 95% CI (NaN bounds with one seed)."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+
+
+def summarise_cells(records: list[dict[str, Any]]) -> dict[tuple[str, str], Summary]:
+    """``{(row, column): Summary}`` over the ok records' seeds."""
+    table = aggregate_cells(cells_frame(records), paper_seed=None)
+    return {(line["row"], line["column"]): Summary(line["mean"], line["ci_low"],
+                                                   line["ci_high"], int(line["n_seeds"]))
+            for line in table.to_dict("records")}
+
+
+def subset_curve(values: dict[tuple[str, str], Any], row: str, panel: str,
+                 metric: str) -> list[tuple[int, Any]]:
+    """``[(k, value)]`` of a subset method in one panel from ``{(row, column): value}``,
+    sorted by ``k``."""
+    curve = []
+    for (name, column), value in values.items():
+        match = _K_COLUMN.match(column)
+        if name == row and match and match["panel"] == panel and match["metric"] == metric:
+            curve.append((int(match["k"]), value))
+    return sorted(curve, key=lambda item: item[0])
+
+
+def _band(summary: Summary) -> tuple[float, float]:
+    if math.isfinite(summary.low) and math.isfinite(summary.high):
+        return summary.low, summary.high
+    return summary.mean, summary.mean
+
+
+def _draw_panel(ax, summaries, panel: str, metric: str, flat_rows: tuple[str, ...]) -> None:
+    ks: list[int] = []
+    for row in SUBSET_ROWS:
+        curve = subset_curve(summaries, row, panel, metric)
+        if not curve:
+            continue
+        ks = [k for k, _ in curve]
+        means = [s.mean for _, s in curve]
+        lows, highs = zip(*(_band(s) for _, s in curve), strict=True)
+        style = "--" if "test ref." in row else "-"
+        ax.plot(ks, means, style, marker="o", markersize=2.5, linewidth=1.0,
+                color=COLORS[row], label=row, zorder=3 if row in PROPOSED_ROWS else 2)
+        ax.fill_between(ks, lows, highs, color=COLORS[row], alpha=0.15, linewidth=0)
+    for row in flat_rows:
+        summary = summaries.get((row, f"{panel}/{metric}"))
+        if summary is None or not ks:
+            continue
+        ax.axhline(summary.mean, color=COLORS[row], linestyle=":", linewidth=1.2, label=row)
+        low, high = _band(summary)
+        ax.axhspan(low, high, color=COLORS[row], alpha=0.05, linewidth=0)
+    ax.set_xscale("log")
+    ax.set_xlabel("subset size k", fontsize=7)
+    ax.tick_params(which="both", labelsize=6)
+
+
+def w2_curves(records: list[dict[str, Any]], spec=None):
+    """Figure 1: mean W2 to the full-LLA predictive vs k, rows = working model, columns =
+    test domain (log y axis)."""
+    summaries = summarise_cells(records)
+    fig, axes = plt.subplots(2, 3, figsize=(11, 6.2), squeeze=False)
+    for i, specification in enumerate(SPECIFICATIONS):
+        for j, domain in enumerate(DOMAINS):
+            ax = axes[i][j]
+            _draw_panel(ax, summaries, f"{specification}/{domain}", "w2", FIGURE_1_FLAT_ROWS)
+            ax.set_yscale("log")
+            ax.set_title(f"{specification}, {domain} test", fontsize=8)
+            ax.set_ylabel("mean W2 to full LLA", fontsize=7)
+    _legend(fig, axes)
+    fig.suptitle(f"Subnetwork Figure 1: W2 vs k (mean over seeds, 95% CI; "
+                 f"{_seed_count(records)})", fontsize=9)
+    fig.tight_layout(rect=(0, 0.07, 1, 0.96))
+    return fig
+
+
+def coverage_curves(records: list[dict[str, Any]], spec=None):
+    """Figure 2: coverage of 95% intervals for ``f_theta0`` vs k, rows = task, columns =
+    working model; LLA, Split, Ensemble and the other k-free surrogates as horizontal lines."""
+    summaries = summarise_cells(records)
+    fig, axes = plt.subplots(2, 2, figsize=(9, 6.8), squeeze=False)
+    for i, likelihood in enumerate(LIKELIHOODS):
+        for j, specification in enumerate(SPECIFICATIONS):
+            ax = axes[i][j]
+            _draw_panel(ax, summaries, f"{likelihood}/{specification}", "cov95",
+                        FIGURE_2_FLAT_ROWS)
+            ax.axhline(0.95, color="black", linewidth=0.6, alpha=0.5)
+            ax.set_ylim(-0.02, 1.02)
+            ax.set_title(f"{likelihood}, {specification}", fontsize=8)
+            ax.set_ylabel("coverage of f_theta0 (95% intervals)", fontsize=7)
+    _legend(fig, axes)
+    fig.suptitle(f"Subnetwork Figure 2: coverage vs k (mean over seeds, 95% CI; "
+                 f"{_seed_count(records)})", fontsize=9)
+    fig.tight_layout(rect=(0, 0.08, 1, 0.96))
+    return fig
+
+
+def _legend(fig, axes) -> None:
+    handles, labels = {}, []
+    for ax in axes.flat:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if label not in handles:
+                handles[label] = handle
+                labels.append(label)
+    fig.legend([handles[label] for label in labels], labels, loc="lower center", ncol=6,
+               fontsize=7, frameon=False)
+
+
+def _seed_count(records: list[dict[str, Any]]) -> str:
+    seeds = {r["seed"] for r in records}
+    replications = {int(r["config"].get("replications_per_job", 1)) for r in records}
+    per_job = "/".join(str(n) for n in sorted(replications))
+    return f"{len(seeds)} seeds x {per_job} replications each"
