@@ -100,7 +100,7 @@ def test_killed_multirun_resumes_without_recomputing(tmp_path):
 
 @pytest.mark.parametrize("args, expected", [
     (["method=foo"], "method='foo' is not valid; choose one of: assla, deep_ensemble, hmc, la, "
-     "mfvi, nn_assla, nn_ssla, plugin, ssla, ssla_assla, vi"),
+     "mfvi, nn_assla, nn_ssla, plugin, ssla, ssla_assla, subnet_laplace, vi"),
     (["experiment=ssla/table-99"], "experiment='ssla/table-99' is not valid; choose one of:"),
     (["protocol.dtype=float16"], "protocol.dtype='float16' is not valid; choose one of: float32"),
     (["device=tpu"], "device='tpu' is not valid; choose one of: cpu, cuda"),
