@@ -6,9 +6,7 @@ import os
 
 import pytest
 
-from tests.helpers import REPO
-
-SHARED_DATA = REPO.parent / "shared" / "data"
+from tests.helpers import SHARED_DATA
 
 
 @pytest.fixture(scope="session", autouse=True)

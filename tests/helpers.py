@@ -13,6 +13,8 @@ from bench.overrides import CONF_DIR
 from bench.result import TaskResult
 
 REPO = Path(__file__).resolve().parent.parent
+# The shared offline data folder next to the checkout, when there is one.
+SHARED_DATA = REPO.parent / "shared" / "data"
 
 
 def compose_config(overrides: list[str]) -> DictConfig:

@@ -25,9 +25,9 @@ from bench.datasets.data_root import data_root
 from bench.datasets.uci import RECIPES, uci_overview, uci_split_indices, uci_splits
 from bench.datasets.uci_raw import UciDataMissingError, load_uci_frame
 from bench.errors import ConfigError
-from tests.helpers import REPO, compose_config
+from tests.helpers import SHARED_DATA, compose_config
 
-SHARED = REPO.parent / "shared" / "data"
+SHARED = SHARED_DATA
 needs_shared = pytest.mark.skipif(not (SHARED / "uci").is_dir(),
                                   reason="../shared/data/uci (offline UCI copies) not present")
 NAMES = list(RECIPES)

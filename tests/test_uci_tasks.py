@@ -1,34 +1,24 @@
-"""SSLA Tables 3-4 end to end at smoke scale, on the shared UCI files or generated fixtures."""
+"""SSLA Tables 3-4 end to end at smoke scale, on the data root tests/conftest.py chose
+(the shared UCI files or generated fixtures)."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
 from bench.run import execute
-from tests.helpers import compose_config
-from tests.test_uci import SHARED, _write_fixtures
+from tests.helpers import SHARED_DATA, compose_config
 
 ROWS = ("SSLA", "ASSLA", "LA")
-
-
-@pytest.fixture(scope="module")
-def data_root(tmp_path_factory):
-    """The shared data folder when present, else fixtures with the real column layout."""
-    if (SHARED / "uci").is_dir():
-        return SHARED
-    root = tmp_path_factory.mktemp("uci-data")
-    _write_fixtures(root)
-    return root
 
 
 @pytest.mark.parametrize(("dataset", "title", "protocol"), [
     ("uci_daily_demand", "Daily Demand Forecasting Orders", "paper"),
     ("uci_real_estate", "Real Estate Valuation", "corrected"),
 ])
-def test_table_4_runs_at_smoke_scale(dataset, title, protocol, data_root, tmp_path, monkeypatch):
-    monkeypatch.setenv("BENCH_DATA_DIR", str(data_root))
+def test_table_4_runs_at_smoke_scale(dataset, title, protocol, tmp_path):
     cfg = compose_config(["experiment=ssla/table-4", "scale=smoke", f"dataset={dataset}",
                           f"protocol={protocol}", f"results_dir={tmp_path}"])
     record = execute(cfg)
@@ -41,8 +31,7 @@ def test_table_4_runs_at_smoke_scale(dataset, title, protocol, data_root, tmp_pa
     assert record["fitted"]["data"]["protocol"] == protocol
 
 
-def test_table_3_reports_the_split_sizes(data_root, tmp_path, monkeypatch):
-    monkeypatch.setenv("BENCH_DATA_DIR", str(data_root))
+def test_table_3_reports_the_split_sizes(data_root, tmp_path):
     cfg = compose_config(["experiment=ssla/table-3", "scale=smoke", "dataset=uci_real_estate",
                           f"results_dir={tmp_path}"])
     record = execute(cfg)
@@ -51,7 +40,7 @@ def test_table_3_reports_the_split_sizes(data_root, tmp_path, monkeypatch):
     info = record["fitted"]["data"]
     assert cells["n_train"] == info["n_train"] and cells["n_test"] == info["n_test"]
     assert cells["n_features_raw"] == 6 and cells["subsampled"] == 0
-    if data_root == SHARED:
+    if Path(data_root) == SHARED_DATA:
         assert (cells["n_rows"], cells["n_train"], cells["n_test"]) == (414, 264, 83)
 
 

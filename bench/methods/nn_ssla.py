@@ -119,18 +119,20 @@ class _NetworkLaplaceBase:
         u = u / self.base.noise_variance**0.5
         return (u * self.h_inverse.solve(u)).sum(-1)
 
-    def _grid(self, x: Tensor, m: int) -> tuple[Tensor, Tensor]:
-        """Plug-in predictions ``[N]`` and the candidate-y grid ``[N, m]``."""
+    def _grid(self, x: Tensor, m: int) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Plug-in predictions ``[N]``, the candidate-y grid ``[N, m]`` and, for the corrected
+        protocol, ``u^T H^-1 u`` at theta-hat ``[N]`` (which sets the grid's width and is
+        reused by the curvature increments; None for the paper protocol)."""
         y_hat = self.base.predict(x)
         if self.protocol == "paper":
             offsets = torch.linspace(-self.grid_width * self.y_std, self.grid_width * self.y_std,
                                      m, dtype=y_hat.dtype)
-            return y_hat, y_hat.unsqueeze(-1) + offsets
-        theta = self.base.theta.expand(len(x), -1)
-        sd = (self.base.noise_variance * (1 + self._u_inv_u(theta, x))).sqrt()
+            return y_hat, y_hat.unsqueeze(-1) + offsets, None
+        u_inv_u = self._u_inv_u(self.base.theta.expand(len(x), -1), x)
+        sd = (self.base.noise_variance * (1 + u_inv_u)).sqrt()
         steps = torch.linspace(-self.fine_grid_sds, self.fine_grid_sds, self.fine_grid_points,
                                dtype=y_hat.dtype)
-        return y_hat, y_hat.unsqueeze(-1) + sd.unsqueeze(-1) * steps
+        return y_hat, y_hat.unsqueeze(-1) + sd.unsqueeze(-1) * steps, u_inv_u
 
     def _summary(self, y_hat: Tensor, grid: Tensor, log_values: Tensor):
         self.last.update(grid=grid, log_values=log_values)
@@ -149,17 +151,16 @@ class NetworkASSLA(_NetworkLaplaceBase):
     def predict(self, x: Tensor):
         """Grid log-PPDs at each test input, summarised per protocol."""
         x = x.to(self.base.theta.dtype)
-        y_hat, grid = self._grid(x, self.grid_points)
+        y_hat, grid, u_inv_u = self._grid(x, self.grid_points)
         if self.protocol == "paper":
             constant = self._authors_curvature_constant(x, y_hat, grid)
             log_values = -((y_hat.unsqueeze(-1) - grid) ** 2) + constant
             self.last["curvature_increment"] = float(constant)
         else:
-            theta = self.base.theta.expand(len(x), -1)
             weights = torch.ones_like(grid)
             if self.curvature != "ggn":
                 weights = self._weights(grid - y_hat.unsqueeze(-1))
-            increment = -0.5 * torch.log1p(weights * self._u_inv_u(theta, x).unsqueeze(-1))
+            increment = -0.5 * torch.log1p(weights * u_inv_u.unsqueeze(-1))
             log_values = (_gaussian_log_pdf(grid, y_hat.unsqueeze(-1), self.base.noise_variance)
                           + increment)
             self.last["curvature_increment"] = increment.tolist()
@@ -205,14 +206,14 @@ class NetworkSSLA(_NetworkLaplaceBase):
             raise ConfigError("method.refit='newton' needs method.curvature='ggn' (its steps "
                               "use the GGN); valid with empirical_fisher: refit='sgd'")
         x = x.to(self.base.theta.dtype)
-        y_hat, grid = self._grid(x, self.grid_points)
+        y_hat, grid, hat_u_inv_u = self._grid(x, self.grid_points)
         m = grid.shape[-1]
         x_rep, y_flat = x.repeat_interleave(m, dim=0), grid.reshape(-1)
         thetas = self._refits(x, grid)
         log_lik_train, log_prior = self._objective(thetas)
         hat_train, hat_prior = self._objective(self.base.theta.unsqueeze(0))
         f_new = batched_outputs(self.base.shape, thetas, x_rep.unsqueeze(1))[:, 0]
-        curvature = self._curvature_term(thetas, x_rep, y_flat)
+        curvature = self._curvature_term(thetas, x_rep, y_flat, hat_u_inv_u)
         log_values = (self._point_log_lik(f_new, y_flat) + log_lik_train - hat_train
                       + log_prior - hat_prior + curvature)
         self.last.update(curvature_term=curvature.reshape(-1, m),
@@ -274,11 +275,14 @@ class NetworkSSLA(_NetworkLaplaceBase):
             return torch.autograd.grad(total.sum(), points)[0]
         return grad_at(thetas, True) - grad_at(self.base.theta.unsqueeze(0), False)
 
-    def _curvature_term(self, thetas: Tensor, x_rep: Tensor, y_flat: Tensor) -> Tensor:
+    def _curvature_term(self, thetas: Tensor, x_rep: Tensor, y_flat: Tensor,
+                        hat_u_inv_u: Tensor | None) -> Tensor:
+        """The log-det increment of each refit; the Newton refit keeps the curvature at
+        theta-hat, so it is ``hat_u_inv_u`` (per test input) repeated over the grid."""
         if self.protocol == "corrected":
             if self.refit == "newton":
-                u_inv_u = self._u_inv_u(self.base.theta.expand(len(x_rep), -1), x_rep)
-                return -0.5 * torch.log1p(u_inv_u)
+                m = len(x_rep) // len(hat_u_inv_u)
+                return -0.5 * torch.log1p(hat_u_inv_u).repeat_interleave(m)
             thetas = thetas.detach()
             weights = self._point_weights(thetas, x_rep, y_flat)
             return -0.5 * torch.log1p(weights * self._u_inv_u(thetas, x_rep))
