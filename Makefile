@@ -77,4 +77,4 @@ bench-perf: $(VENV)/.installed  ## Speed benchmark (side-by-side ratios) -> repo
 
 .PHONY: bench-perf-subnet
 bench-perf-subnet: $(VENV)/.installed  ## Greedy-Laplace timing vs the naive O(p^3)-per-step greedy -> reports/subnet/perf.md
-	$(PY) -m bench.subnet.perf --p 125 250 500 1000 2000 --naive-budget-s 8 --out reports/subnet/perf.md
+	$(PY) -m bench.benchmarks.subset_selection --p 125 250 500 1000 2000 --naive-budget-s 8 --out reports/subnet/perf.md

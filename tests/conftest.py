@@ -19,7 +19,7 @@ def data_root(tmp_path_factory):
     if (SHARED_DATA / "uci").is_dir():
         root = SHARED_DATA
     else:
-        from tests.test_uci import _write_fixtures
+        from tests.unit.datasets.test_uci import _write_fixtures
 
         root = tmp_path_factory.mktemp("uci-data")
         _write_fixtures(root)

@@ -9,8 +9,8 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
-from bench.overrides import CONF_DIR
-from bench.result import TaskResult
+from bench.harness.overrides import CONF_DIR
+from bench.harness.result import TaskResult
 
 REPO = Path(__file__).resolve().parent.parent
 # The shared offline data folder next to the checkout, when there is one.

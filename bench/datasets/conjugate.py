@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from bench.core.model import Data
-from bench.errors import require_positive
+from bench.harness.errors import require_positive
 from bench.models.conjugate import LinearGaussianModel, NormalMeanModel, PoissonRateModel
+from bench.models.parametric import Data
 
 
 @dataclass

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from bench.errors import ConfigError, require_positive
+from bench.harness.errors import ConfigError, require_positive
 
 GAP_START_FRACTION = 0.4
 GAP_END_FRACTION = 0.6

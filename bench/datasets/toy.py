@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from bench.datasets.regression import RegressionSplits
-from bench.errors import require_positive
+from bench.harness.errors import require_positive
 
 
 def heteroscedastic_toy(

@@ -36,7 +36,7 @@ from sklearn.preprocessing import StandardScaler
 
 from bench.datasets.regression import RegressionSplits
 from bench.datasets.uci_raw import UCI_SOURCES, load_uci_frame, uci_source
-from bench.errors import ConfigError, require_choice
+from bench.harness.errors import ConfigError, require_choice
 
 PROTOCOLS = ("paper", "corrected")
 MEDIUM_TEST_SIZE = 50

@@ -37,7 +37,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.datasets.data_root import DATA_DIR_ENV, data_root
-from bench.errors import require_choice
+from bench.harness.errors import require_choice
 
 UCIMLREPO_CACHE = "ucimlrepo_original.csv"
 

@@ -28,4 +28,4 @@ class RegressionMethod(Protocol):
         """Train or condition on ``splits`` (standardised units)."""
 
     def predict(self, x: Tensor):
-        """Predictive over y at inputs ``x`` (``[n, d]``); a :mod:`bench.predictive` object."""
+        """Predictive over y at inputs ``x`` (``[n, d]``): a :mod:`bench.predictive` object."""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from bench.errors import require_choice
-from bench.predictive import GridDensity
+from bench.harness.errors import require_choice
+from bench.predictive.densities import GridDensity
 
 
 def grid_kl(approx: GridDensity, reference: GridDensity) -> float:

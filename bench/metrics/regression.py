@@ -12,8 +12,8 @@ import math
 import torch
 from torch import Tensor
 
-from bench.errors import require_choice
-from bench.predictive import Gaussian
+from bench.harness.errors import require_choice
+from bench.predictive.densities import Gaussian
 
 PAPER_Z = {95: 1.96, 90: 1.64, 75: 1.15, 50: 0.67}
 Z_CONVENTIONS = ("paper", "exact")

@@ -1,6 +1,6 @@
 """Conjugate models of the SSLA paper's validation experiments (notes §2-§4, §9).
 
-Each model implements :class:`bench.core.model.LaplaceModel` with closed-form fits and
+Each model implements :class:`bench.models.parametric.LaplaceModel` with closed-form fits and
 curvatures written as the authors' code computes them (so float32 runs reproduce their
 rounding), and knows its exact posterior predictive for the metrics.
 """
@@ -14,8 +14,8 @@ import torch
 from scipy import stats
 from torch import Tensor
 
-from bench.core.model import Data, newton_fit
-from bench.errors import require_choice
+from bench.harness.errors import require_choice
+from bench.models.parametric import Data, newton_fit
 
 LOG_2PI = math.log(2 * math.pi)
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from bench.records import NON_SEMANTIC_KEYS
+from bench.harness.records import NON_SEMANTIC_KEYS
 
 CELL_COLUMNS = (
     "protocol", "row", "column", "seed", "status", "value", "finished_at", "record_path", "error",

@@ -7,10 +7,10 @@ import time
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from bench.harness.result import TaskResult
+from bench.harness.rng import make_generator, resolve_dtype
 from bench.metrics.grid import compute_grid_metrics
-from bench.predictive import GridDensity
-from bench.result import TaskResult
-from bench.rng import make_generator, resolve_dtype
+from bench.predictive.densities import GridDensity
 
 
 def grid_ppd(cfg: DictConfig) -> TaskResult:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import torch
 from omegaconf import DictConfig
 
-from bench.core.model import Data
-from bench.core.ssla import assla_log_ppd
-from bench.errors import require_positive
+from bench.harness.errors import require_positive
+from bench.harness.result import TaskResult
+from bench.harness.rng import make_generator, resolve_dtype
+from bench.methods.ssla.algorithm import assla_log_ppd
 from bench.metrics.grid import compute_grid_metrics
 from bench.models.conjugate import NormalMeanModel
-from bench.predictive import GridDensity
-from bench.result import TaskResult
-from bench.rng import make_generator, resolve_dtype
+from bench.models.parametric import Data
+from bench.predictive.densities import GridDensity
 
 
 def _assla(data: Data, model: NormalMeanModel, grid, cfg: DictConfig, increment: str):

@@ -16,11 +16,11 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from bench.errors import ConfigError
+from bench.harness.errors import ConfigError
+from bench.harness.result import TaskResult
+from bench.harness.rng import resolve_dtype
 from bench.metrics.regression import regression_metrics
-from bench.nn.training import train_map_mlp, train_paper_mlp
-from bench.result import TaskResult
-from bench.rng import resolve_dtype
+from bench.training.regression_network import train_map_mlp, train_paper_mlp
 
 
 def run(cfg: DictConfig) -> TaskResult:

@@ -7,12 +7,12 @@ import math
 import torch
 from omegaconf import DictConfig
 
-from bench.core.model import Data
-from bench.core.ssla import assla_log_ppd, ssla_log_ppd
-from bench.errors import require_positive
+from bench.harness.errors import require_positive
+from bench.harness.result import TaskResult
+from bench.harness.rng import make_generator, resolve_dtype
+from bench.methods.ssla.algorithm import assla_log_ppd, ssla_log_ppd
 from bench.models.conjugate import LinearGaussianModel
-from bench.result import TaskResult
-from bench.rng import make_generator, resolve_dtype
+from bench.models.parametric import Data
 
 
 def prior_row_label(variance: float) -> str:

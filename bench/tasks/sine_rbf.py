@@ -4,7 +4,7 @@ The model is y = Phi(x) w + eps with fixed Gaussian RBF features Phi, eps ~ N(0,
 w ~ N(0, tau^-1 I), sigma^2 and tau fitted by evidence maximisation on the training set. It is
 linear-Gaussian, so the Laplace approximation is the exact posterior and four predictives are
 compared on the test set: the plug-in N(y-hat, sigma^2), the exact (= Laplace) predictive, and
-SSLA and ASSLA from :mod:`bench.core.ssla` evaluated on a y-grid around each plug-in
+SSLA and ASSLA from :mod:`bench.methods.ssla.algorithm` evaluated on a y-grid around each plug-in
 prediction and moment-matched to a Gaussian (the grid is fine and wide enough for the grid
 moments of a Gaussian to be exact to rounding).
 """
@@ -22,14 +22,14 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from torch import Tensor
 
-from bench.core.model import Data
-from bench.core.ssla import assla_log_ppd, ssla_log_ppd
-from bench.errors import require_positive
+from bench.harness.errors import require_positive
+from bench.harness.result import TaskResult
+from bench.harness.rng import make_generator, resolve_dtype
+from bench.methods.ssla.algorithm import assla_log_ppd, ssla_log_ppd
 from bench.metrics.regression import regression_metrics
 from bench.models.conjugate import LinearGaussianModel
-from bench.predictive import Gaussian, GridDensity
-from bench.result import TaskResult
-from bench.rng import make_generator, resolve_dtype
+from bench.models.parametric import Data
+from bench.predictive.densities import Gaussian, GridDensity
 
 PLUGIN = "Deterministic (plugin)"
 EXACT = "Laplace/Exact"

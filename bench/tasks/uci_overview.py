@@ -10,7 +10,7 @@ from __future__ import annotations
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from bench.result import TaskResult
+from bench.harness.result import TaskResult
 
 
 def run(cfg: DictConfig) -> TaskResult:

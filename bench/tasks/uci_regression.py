@@ -16,8 +16,8 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from bench.errors import require_choice
-from bench.result import TaskResult
+from bench.harness.errors import require_choice
+from bench.harness.result import TaskResult
 from bench.tasks.nn_regression import build_method, score_method, train_base
 
 

@@ -16,8 +16,8 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
-from bench.errors import ConfigError, require_choice
-from bench.overrides import CONF_DIR
+from bench.harness.errors import ConfigError, require_choice
+from bench.harness.overrides import CONF_DIR
 
 CONFIG_NAME = "tune"
 SPACE_DIR = CONF_DIR / "tune"

@@ -17,8 +17,8 @@ from typing import Any
 import optuna
 import yaml
 
-from bench.errors import ConfigError
-from bench.provenance import git_state
+from bench.harness.errors import ConfigError
+from bench.harness.provenance import git_state
 from bench.tuning.space import to_fields
 from bench.tuning.study import describe_storage
 

@@ -93,7 +93,7 @@ def _relu_mlp(widths: Sequence[int], generator):
 def mfvi_objective(params: Mapping[str, Any], seed: int, *, test_fraction: float = 0.2,
                    fixed: Mapping[str, Any] | None = None) -> float:
     """Validation MSE of ``MFVIMethod(**params, **fixed)``'s predictive mean."""
-    from bench.methods.vi import MFVIMethod
+    from bench.methods.baselines.vi import MFVIMethod
 
     return _val_mse(MFVIMethod(**params, **(fixed or {})), seed, test_fraction)
 
@@ -101,7 +101,7 @@ def mfvi_objective(params: Mapping[str, Any], seed: int, *, test_fraction: float
 def alpha_vi_objective(params: Mapping[str, Any], seed: int, *, test_fraction: float = 0.2,
                        fixed: Mapping[str, Any] | None = None) -> float:
     """Validation MSE of ``AlphaVIMethod(**params, **fixed)``'s predictive mean."""
-    from bench.methods.vi import AlphaVIMethod
+    from bench.methods.baselines.vi import AlphaVIMethod
 
     return _val_mse(AlphaVIMethod(**params, **(fixed or {})), seed, test_fraction)
 
@@ -115,7 +115,7 @@ def hmc_objective(params: Mapping[str, Any], seed: int, *, test_fraction: float 
     """
     import torch
 
-    from bench.methods.hmc import HMCMethod
+    from bench.methods.baselines.hmc import HMCMethod
 
     method = HMCMethod(**params, **(fixed or {}))
     splits = _toy_splits(seed, test_fraction)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bench.errors import ConfigError, require_choice
+from bench.harness.errors import ConfigError, require_choice
 
 PARAM_TYPES = ("float", "int", "categorical")
 TRANSFORMS = ("identity", "reciprocal")

@@ -25,7 +25,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.study import MaxTrialsCallback
 from optuna.trial import TrialState
 
-from bench.errors import ConfigError
+from bench.harness.errors import ConfigError
 from bench.tuning.space import suggest, to_fields
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)

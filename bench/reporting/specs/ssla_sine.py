@@ -68,8 +68,9 @@ NOTES = (
     "the evidence on the training points (MacKay fixed point; fitted values in each record). "
     "The model is linear-Gaussian, so Laplace is exact and 'Laplace/Exact' is the exact "
     "posterior predictive; 'Deterministic (plugin)' is N(ŷ, σ²).",
-    "SSLA and ASSLA: bench.core.ssla with MAP fits in float64, on an 81-point y-grid ŷ ± 8σ "
-    "per test point, moment-matched to a Gaussian. By theory SSLA with a MAP refit equals the "
+    "SSLA and ASSLA: bench.methods.ssla.algorithm with MAP fits in float64, on an 81-point "
+    "y-grid ŷ ± 8σ per test point, moment-matched to a Gaussian. By theory SSLA with a MAP "
+    "refit equals the "
     "exact predictive and ASSLA equals the plug-in (its curvature increment does not depend on "
     "y), which the paper's identical rows show; the anchors give our largest deviations over "
     "all runs. Whether the prior enters the curvature (protocol corrected) or not (paper) "

@@ -1,0 +1,1 @@
+"""Speed benchmarks behind ``make bench-perf`` and ``make bench-perf-subnet``."""

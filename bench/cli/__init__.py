@@ -1,0 +1,1 @@
+"""Thin command-line entry points (``python -m bench.run`` and friends delegate here)."""

@@ -1,0 +1,136 @@
+"""Render reports from run records.
+
+    python -m bench.report ssla/table-7 [--scale cpu] [--results-dir results] [--out reports]
+    python -m bench.report --all [--scale cpu]      # every spec that has records
+    python -m bench.report --index                  # rewrite reports/README.md
+
+The results folder defaults to ``$BENCH_RESULTS_DIR`` or ``./results``. Without ``--scale``
+the largest scale with records is used (paper > cpu > smoke).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from bench.harness.records import RECORD_NAME, iter_records
+from bench.reporting.catalog import catalog_entry, make_target
+from bench.reporting.index import write_index
+from bench.reporting.render import render_report
+from bench.reporting.spec import ArtifactSpec
+from bench.reporting.specs import SPECS
+
+SCALE_ORDER = ("paper", "cpu", "smoke")
+
+
+class ReportError(Exception):
+    """A problem the user can fix, printed as one line (exit status 2)."""
+
+
+def default_results_dir() -> Path:
+    """``$BENCH_RESULTS_DIR`` if set, else ``./results``."""
+    return Path(os.environ.get("BENCH_RESULTS_DIR", "results"))
+
+
+def scales_present(results_dir: Path, experiment: str) -> list[str]:
+    """Scales with at least one record for the experiment, largest first."""
+    root = Path(results_dir) / experiment
+    found = {path.parent.parent.name for path in root.glob(f"*/*/{RECORD_NAME}")}
+    known = [scale for scale in SCALE_ORDER if scale in found]
+    return known + sorted(found - set(SCALE_ORDER))
+
+
+def resolve_spec(name: str) -> ArtifactSpec:
+    """The spec registered as ``name``; ReportError listing the choices otherwise."""
+    if name in SPECS:
+        return SPECS[name]
+    hint = " (it is in the catalog but has no report spec yet)" if catalog_entry(name) else ""
+    raise ReportError(f"unknown artifact {name!r}{hint}; choose one of: {', '.join(SPECS)}")
+
+
+def choose_scale(spec: ArtifactSpec, results_dir: Path, requested: str | None) -> str:
+    """``requested``, or the largest scale with records (announced on stderr when several)."""
+    target = make_target(spec.paper, spec.artifact)
+    if requested:
+        if not (Path(results_dir) / spec.experiment / requested).is_dir():
+            folder = Path(results_dir) / spec.experiment / requested
+            raise ReportError(f"no records in {folder}; produce them with "
+                              f"`make {target} SCALE={requested}`")
+        return requested
+    present = scales_present(results_dir, spec.experiment)
+    if not present:
+        raise ReportError(f"no records in {Path(results_dir) / spec.experiment} (at any scale); "
+                          f"produce them with `make {target}`")
+    if len(present) > 1:
+        print(f"note: {spec.key} has records at scales {', '.join(present)}; reporting "
+              f"{present[0]!r}, the largest (pass --scale to choose)", file=sys.stderr)
+    return present[0]
+
+
+def load_records(spec: ArtifactSpec, results_dir: Path, scale: str) -> list[dict]:
+    """All records of the spec's experiment at ``scale``; ReportError when there are none."""
+    records = list(iter_records(results_dir, spec.experiment, scale))
+    if not records:
+        folder = Path(results_dir) / spec.experiment / scale
+        raise ReportError(f"no records in {folder}; produce them with "
+                          f"`make {make_target(spec.paper, spec.artifact)} SCALE={scale}`")
+    return records
+
+
+def report_one(spec: ArtifactSpec, results_dir: Path, out_dir: Path, scale: str | None) -> None:
+    """Render one spec's report at the chosen scale and print the written paths."""
+    chosen = choose_scale(spec, results_dir, scale)
+    records = load_records(spec, results_dir, chosen)
+    for path in render_report(spec, records, out_dir):
+        print(f"wrote {path}")
+
+
+def report_all(results_dir: Path, out_dir: Path, scale: str | None) -> None:
+    """Render every spec that has records (skipping the others, with a line each)."""
+    for spec in SPECS.values():
+        try:
+            report_one(spec, results_dir, out_dir, scale)
+        except ReportError as err:
+            print(f"skip {spec.key}: {err}", file=sys.stderr)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line; exactly one of an artifact, --all or --index (--index may join)."""
+    parser = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("artifact", nargs="?", help="e.g. ssla/table-7")
+    parser.add_argument("--all", action="store_true", help="render every spec that has records")
+    parser.add_argument("--index", action="store_true", help="rewrite <out>/README.md")
+    parser.add_argument("--scale", help="smoke, cpu or paper (default: largest with records)")
+    parser.add_argument("--results-dir", type=Path, default=None,
+                        help="records folder (default: $BENCH_RESULTS_DIR or ./results)")
+    parser.add_argument("--out", type=Path, default=Path("reports"), help="reports folder")
+    args = parser.parse_args(argv)
+    if args.artifact and args.all:
+        parser.error("give an artifact or --all, not both")
+    if not (args.artifact or args.all or args.index):
+        parser.error("give an artifact, --all or --index")
+    args.results_dir = args.results_dir or default_results_dir()
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the exit status (2 for a user error, printed as one line)."""
+    args = parse_args(argv)
+    try:
+        if args.artifact:
+            report_one(resolve_spec(args.artifact), args.results_dir, args.out, args.scale)
+        if args.all:
+            report_all(args.results_dir, args.out, args.scale)
+        if args.index or args.all:
+            print(f"wrote {write_index(args.out)}")
+    except ReportError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

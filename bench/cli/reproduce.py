@@ -1,0 +1,106 @@
+"""Run every job of one experiment at one scale, then render its report.
+
+``python -m bench.reproduce ssla/table-1 --scale cpu`` reads the experiment's ``sweep`` and
+per-scale ``seeds``, launches one Hydra multirun over them (finished jobs are skipped), and
+calls the report generator. ``--launcher slurm`` submits the same multirun to Slurm through
+submitit instead (the report is then rendered by a later ``python -m bench.report``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+
+from bench.harness.errors import ConfigError, require_choice
+from bench.harness.jobs import apply_scale_overrides
+from bench.harness.overrides import CONF_DIR, check_overrides, group_options
+
+SCALES = ("smoke", "cpu", "paper")
+
+
+def _value_text(value) -> str:
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_value_text(v) for v in value) + "]"
+    return str(value)
+
+
+def sweep_overrides(experiment: str, scale: str, extra: list[str]) -> list[list[str]]:
+    """Hydra multirun overrides covering the experiment's sweep and seeds at ``scale``.
+
+    Usually one multirun. An experiment's ``seeds_for`` (``[{override: <key>=<value>, seeds:
+    [...]}]``, set per scale through ``scale_overrides``) gives one sweep value its own,
+    shorter seed list: that value leaves the main multirun and gets a multirun of its own.
+    """
+    require_choice("experiment", experiment, group_options()["experiment"])
+    require_choice("scale", scale, SCALES)
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=[f"experiment={experiment}", f"scale={scale}", *extra])
+    GlobalHydra.instance().clear()
+    cfg = apply_scale_overrides(cfg, extra)
+    seeds = cfg.seeds[scale] if cfg.get("seeds") else cfg.scale.seeds
+    overridden = {item.split("=", 1)[0] for item in extra}
+    sweep = {key: list(values) for key, values in (cfg.get("sweep") or {}).items()
+             if key not in overridden}
+    special = []
+    for entry in cfg.get("seeds_for") or []:
+        key, _, value = str(entry.override).partition("=")
+        if value in sweep.get(key, []):
+            sweep[key].remove(value)
+            special.append((key, value, list(entry.seeds)))
+    base = [f"experiment={experiment}", f"scale={scale}"]
+    commands = []
+    if all(sweep.values()):
+        commands.append(base + _sweep_items(sweep, seeds, overridden) + extra)
+    for key, value, own_seeds in special:
+        commands.append(base + _sweep_items({**sweep, key: [value]}, own_seeds, overridden)
+                        + extra)
+    return commands
+
+
+def _sweep_items(sweep: dict, seeds: list, overridden: set[str]) -> list[str]:
+    items = [] if "seed" in overridden else ["seed=" + ",".join(str(s) for s in seeds)]
+    return items + [f"{key}=" + ",".join(_value_text(v) for v in values)
+                    for key, values in sweep.items()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(prog="python -m bench.reproduce", description=__doc__)
+    parser.add_argument("experiment", help="e.g. ssla/table-1")
+    parser.add_argument("--scale", default="cpu", help="smoke | cpu | paper")
+    parser.add_argument("--launcher", default=None, help="hydra/launcher option, e.g. slurm")
+    parser.add_argument("--no-report", action="store_true", help="only run the jobs")
+    parser.add_argument("--dry-run", action="store_true", help="print the command, run nothing")
+    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides, e.g. device=cuda")
+    args = parser.parse_args(argv)
+    try:
+        extra = list(args.overrides)
+        if args.launcher:
+            extra.append(f"hydra/launcher={args.launcher}")
+        check_overrides([f"experiment={args.experiment}", *extra])
+        multiruns = sweep_overrides(args.experiment, args.scale, extra)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    commands = [[sys.executable, "-m", "bench.run", "-m", *overrides] for overrides in multiruns]
+    for command in commands:
+        print(" ".join(command[1:]))
+    if args.dry_run:
+        return 0
+    for command in commands:
+        status = subprocess.run(command).returncode
+        if status != 0:
+            return status
+    if args.no_report or args.launcher:
+        return 0
+    report = [sys.executable, "-m", "bench.report", args.experiment, "--scale", args.scale]
+    return subprocess.run(report).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""Hydra entry point: ``python -m bench.run experiment=ssla/figure-1 scale=cpu seed=42``.
+
+One job = one record (:func:`bench.harness.jobs.execute`); Hydra's ``-m`` runs a multirun.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from bench.harness.errors import ConfigError
+from bench.harness.jobs import execute
+from bench.harness.overrides import CONF_DIR, check_overrides
+
+
+def _task_overrides() -> list[str]:
+    try:
+        return list(HydraConfig.get().overrides.task)
+    except ValueError:
+        return []
+
+
+@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
+def hydra_main(cfg: DictConfig) -> None:
+    """Hydra-decorated job function (one call per job of a run or multirun)."""
+    try:
+        execute(cfg, _task_overrides())
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Validate the command line, then hand it to Hydra."""
+    argv = sys.argv[1:] if argv is None else argv
+    overrides = [a for a in argv if "=" in a and not a.startswith("-")]
+    try:
+        check_overrides(overrides)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
+    sys.argv = [sys.argv[0], *argv]
+    hydra_main()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

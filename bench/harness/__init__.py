@@ -1,0 +1,4 @@
+"""Job plumbing shared by every experiment.
+
+Records, provenance, overrides, errors, random generators and timing.
+"""

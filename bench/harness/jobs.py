@@ -1,0 +1,148 @@
+"""One job = one record: compose, run the experiment's task, write ``record.json`` atomically.
+
+A job whose record already exists is skipped, so an interrupted multirun resumes where it
+stopped. :func:`execute` is what ``python -m bench.run`` calls once per job.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import sys
+import time
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf
+
+from bench.harness.errors import ConfigError, require_choice
+from bench.harness.overrides import CONF_DIR, group_options
+from bench.harness.provenance import git_state, package_versions
+from bench.harness.records import (
+    SCHEMA_VERSION,
+    archive_failed_record,
+    config_hash,
+    read_record,
+    record_dir,
+    write_record_atomically,
+)
+from bench.harness.result import TaskResult
+
+
+class NonFiniteResult(RuntimeError):
+    """A task produced NaN or infinite values; the run is marked failed."""
+
+
+def apply_scale_overrides(cfg: DictConfig, cli_overrides: list[str]) -> DictConfig:
+    """Merge the experiment's overrides for the chosen scale, then re-apply the command line.
+
+    Precedence, lowest first: composed config, ``scale_overrides[<scale>]``, command line.
+    """
+    per_scale = cfg.get("scale_overrides") or {}
+    extra = per_scale.get(cfg.scale.name)
+    if not extra:
+        return cfg
+    merged = OmegaConf.merge(cfg, extra)
+    groups = group_options(CONF_DIR)
+    for override in OverridesParser.create().parse_overrides(cli_overrides):
+        key = override.key_or_group.lstrip("+~")
+        if key in groups or key.startswith("hydra") or override.is_delete():
+            continue
+        OmegaConf.update(merged, key, override.value(), merge=False, force_add=True)
+    return merged
+
+
+def check_device(device: str) -> None:
+    """Reject unknown devices and CUDA requests on machines without CUDA."""
+    import torch
+
+    kind = device.split(":")[0]
+    require_choice("device", kind, ["cpu", "cuda"])
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device={device!r} is not available on this machine; use device=cpu")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _run_task(cfg: DictConfig) -> tuple[TaskResult | None, str | None, str | None]:
+    task = hydra.utils.get_method(cfg.task._target_)
+    try:
+        result = task(cfg)
+        bad = result.non_finite()
+        if bad:
+            raise NonFiniteResult(f"non-finite values in: {', '.join(bad[:10])}")
+        return result, None, None
+    except ConfigError:
+        raise
+    except Exception as err:
+        return None, f"{type(err).__name__}: {err}", traceback.format_exc()
+
+
+def execute(cfg: DictConfig, cli_overrides: list[str] | None = None) -> dict[str, Any]:
+    """Run one job for a composed config; returns its record (existing or new)."""
+    cfg = apply_scale_overrides(cfg, cli_overrides or [])
+    check_device(cfg.device)
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    resolved.pop("hydra", None)
+    chash = config_hash(resolved)
+    folder = record_dir(Path(cfg.results_dir), cfg.name, cfg.scale.name, chash)
+    existing = read_record(folder)
+    if existing is not None:
+        if existing["status"] == "failed" and cfg.rerun_failed:
+            archive_failed_record(folder)
+        else:
+            print(f"skip {cfg.name} [{existing['status']}] {folder}")
+            return existing
+
+    started, t0 = _now(), time.perf_counter()
+    result, error, trace = _run_task(cfg)
+    total = time.perf_counter() - t0
+    result = result or TaskResult()
+    record = {
+        "schema_version": SCHEMA_VERSION,
+        "experiment": cfg.name,
+        "paper": cfg.paper,
+        "artifact": cfg.artifact,
+        "scale": cfg.scale.name,
+        "seed": int(cfg.seed),
+        "protocol": cfg.protocol.name,
+        "dataset": cfg.dataset.name,
+        "method": cfg.method.name,
+        "variant": str(cfg.get("variant", "default")),
+        "config": resolved,
+        "config_hash": chash,
+        "status": "failed" if error else "ok",
+        "cells": [c.__dict__ for c in result.cells],
+        "metrics": {k: float(v) for k, v in result.metrics.items()},
+        "fitted": result.fitted,
+        "arrays": {k: [_json_float(x) for x in v] for k, v in result.arrays.items()},
+        "timings": {**result.timings, "total_s": total},
+        "versions": package_versions(),
+        **git_state(),
+        "host": socket.gethostname(),
+        "device": cfg.device,
+        "started_at": started,
+        "finished_at": _now(),
+        "error": error,
+        "traceback": trace,
+    }
+    try:
+        write_record_atomically(folder, record)
+    except FileExistsError:
+        print(f"skip {cfg.name}: another worker finished {folder} first")
+        return read_record(folder)
+    print(f"{record['status']} {cfg.name} seed={cfg.seed} {total:.2f}s {folder}")
+    if error:
+        print(f"  {error}", file=sys.stderr)
+    return record
+
+
+def _json_float(x: float) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None

@@ -1,0 +1,42 @@
+"""Package versions and git state stored in every run record."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+TRACKED_PACKAGES = (
+    "torch", "numpy", "scipy", "pandas", "hydra-core", "omegaconf", "laplace-torch",
+    "lightning-uq-box", "optuna", "pyro-ppl", "laplace-bench",
+)
+
+
+def package_versions() -> dict[str, str]:
+    """Installed versions of the packages whose behaviour can change a result."""
+    versions = {"python": platform.python_version()}
+    for name in TRACKED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def git_state(repo: Path | None = None) -> dict[str, object]:
+    """HEAD sha and whether the work tree has uncommitted changes ("unknown" outside git)."""
+    cwd = repo or Path(__file__).resolve().parents[2]
+
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(
+                ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10, check=True
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip()
+
+    sha = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"git_sha": sha or "unknown", "git_dirty": bool(status) if status is not None else None}

@@ -1,0 +1,1 @@
+"""Non-Laplace baselines: plug-in, deep ensemble, HMC, VI, split and bootstrap intervals."""

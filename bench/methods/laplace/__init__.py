@@ -1,0 +1,1 @@
+"""Laplace approximations: laplace-torch adapters, linearised (GGN) Laplace, subnetworks."""

@@ -1,0 +1,1 @@
+"""SSLA and ASSLA: the algorithm on any LaplaceModel, adapters for conjugate models and networks."""

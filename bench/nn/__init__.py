@@ -1,1 +1,0 @@
-"""Small-network machinery: a functional MLP over flat parameters, training, curvature."""

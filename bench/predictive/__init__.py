@@ -1,0 +1,1 @@
+"""Predictive distributions over y: Gaussian, grid and quadrature densities."""

@@ -1,1 +1,0 @@
-"""Subnetwork linearised Laplace (Raha, Khare, Patra): selectors, surrogates, data, metrics."""

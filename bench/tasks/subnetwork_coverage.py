@@ -1,0 +1,115 @@
+"""Subnetwork paper Figure 2: coverage of 95% intervals for the true mean function, vs k.
+
+One job = ((likelihood, specification), seed) with ``cfg.replications_per_job`` replications
+(seeds from :func:`bench.tasks.subnetwork_common.replication_seeds`). Per replication the working
+network is trained once and its linearised Laplace gives the intervals of every Laplace
+method (function-space, without sigma0^2: :mod:`bench.metrics.coverage`); Split (``d =
+cfg.split_parts`` disjoint parts of the training data) and Ensemble (``cfg.ensemble_members``
+bootstrap refits) refit the same network by the same schedule. Coverage is the fraction of
+test inputs whose ``f_theta0(x*)`` lies in the interval (logit scale for classification).
+
+Cells (means over the job's replications): row = method (paper names; ``LLA`` is the full
+linearised Laplace, ``Split`` and ``Ensemble`` the refit baselines), column
+``<likelihood>/<specification>/cov95@k=<k>`` for subset methods and
+``<likelihood>/<specification>/cov95`` for the others. Arrays: ``k`` and
+``<row>/<likelihood>/<specification>/cov95``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from omegaconf import DictConfig
+
+from bench.harness.result import TaskResult
+from bench.harness.rng import make_generator
+from bench.methods.baselines.split_bootstrap import bootstrap_interval, split_interval
+from bench.metrics.coverage import empirical_coverage, gaussian_interval
+from bench.tasks.subnetwork_common import (
+    FIXED_METHODS,
+    ROW_NAMES,
+    check_k_grid,
+    fit_replication,
+    fixed_covariance,
+    replication_seeds,
+    subset_function_variances,
+    subset_rankings,
+)
+from bench.training.working_network import mean_function_fitter
+
+BASELINE_ROWS = {"split": "Split", "ensemble": "Ensemble"}
+
+
+def coverage_column(likelihood: str, specification: str, k: int | None = None) -> str:
+    """Cell column of a coverage value (``k`` None for methods without a subset size)."""
+    suffix = "cov95" if k is None else f"cov95@k={k}"
+    return f"{likelihood}/{specification}/{suffix}"
+
+
+def replication_coverage(cfg: DictConfig, generator: torch.Generator) -> tuple[dict, dict]:
+    """``({(method, k or None): coverage}, diagnostics)`` of one replication."""
+    level = float(cfg.level)
+    fitted = fit_replication(cfg, generator)
+    laplace, dataset = fitted.laplace, fitted.dataset
+    x_test = dataset.x_test["mixed"]
+    truth = dataset.true_mean(x_test)
+    mean = laplace.mean(x_test)
+    jacobians = laplace.jacobians(x_test)
+    k_grid = check_k_grid(list(cfg.k_grid), laplace.omega.shape[0])
+
+    def covered(variance: torch.Tensor) -> float:
+        lower, upper = gaussian_interval(mean, variance, level)
+        return empirical_coverage(lower, upper, truth)
+
+    values: dict[tuple[str, int | None], float] = {}
+    for method in ("full", *FIXED_METHODS):
+        values[(method, None)] = covered(fixed_covariance(method, laplace).function_variance(
+            jacobians))
+    rankings = subset_rankings(laplace, k_grid[-1], laplace.jacobians(fitted.model.x_fit),
+                               jacobians)
+    for method, k, variance in subset_function_variances(laplace, rankings, k_grid, jacobians):
+        values[(method, k)] = covered(variance)
+    fit = mean_function_fitter(laplace.network, dataset.likelihood, fitted.schedule)
+    timings = {}
+    start = time.perf_counter()
+    lower, upper = split_interval(dataset.x_train, dataset.y_train, x_test, fit, generator,
+                                  n_splits=int(cfg.split_parts))
+    values[("split", None)] = empirical_coverage(lower, upper, truth)
+    timings["split_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    lower, upper = bootstrap_interval(dataset.x_train, dataset.y_train, x_test, fit, generator,
+                                      n_models=int(cfg.ensemble_members), level=level)
+    values[("ensemble", None)] = empirical_coverage(lower, upper, truth)
+    timings["ensemble_s"] = time.perf_counter() - start
+    diagnostics = {**fitted.model.diagnostics, **timings, "n_params": laplace.omega.shape[0],
+                   "epochs": fitted.schedule.epochs}
+    return values, diagnostics
+
+
+def run(cfg: DictConfig) -> TaskResult:
+    """Coverage of every method and ``k`` in one (likelihood, specification) setting,
+    averaged over the job's replications."""
+    if cfg.get("threads"):
+        torch.set_num_threads(int(cfg.threads))
+    likelihood, specification = str(cfg.dataset.likelihood), str(cfg.dataset.specification)
+    per_replication = []
+    result = TaskResult()
+    for r, seed in enumerate(replication_seeds(int(cfg.seed), int(cfg.replications_per_job))):
+        start = time.perf_counter()
+        values, diagnostics = replication_coverage(cfg, make_generator(seed))
+        result.timings[f"replication_{r}_s"] = time.perf_counter() - start
+        result.fitted[f"replication_{r}"] = {"seed": seed, **diagnostics}
+        per_replication.append(values)
+    means = {key: sum(v[key] for v in per_replication) / len(per_replication)
+             for key in per_replication[0]}
+    names = {**ROW_NAMES, **BASELINE_ROWS}
+    for (method, k), value in means.items():
+        result.add(names[method], coverage_column(likelihood, specification, k), value)
+    k_grid = sorted({k for (_, k) in means if k is not None})
+    result.arrays["k"] = [float(k) for k in k_grid]
+    for method in dict.fromkeys(m for (m, _) in means):
+        ks = k_grid if (method, k_grid[0]) in means else [None]
+        result.arrays[f"{names[method]}/{likelihood}/{specification}/cov95"] = [
+            means[(method, k)] for k in ks]
+    return result

@@ -1,0 +1,93 @@
+"""Subnetwork paper Figure 1: mean W2 between the full-LLA predictive and each surrogate's.
+
+One job = (working model setting, seed) with ``cfg.replications_per_job`` replications, seeds
+from :func:`bench.tasks.subnetwork_common.replication_seeds`. Per replication the working network
+is trained once; for each test domain (in-distribution, OOD, mixed) and method the mean over
+test points of ``W2(N(f, 1 + g^T Omega^-1 g), N(f, 1 + g^T Sigma g))`` is computed (Section
+4.1). Cells (means over the job's replications): row = the method's paper name, column
+``<specification>/<domain>/w2@k=<k>`` for subset methods and ``<specification>/<domain>/w2``
+for the ``k``-free ones (NeuralLinear, PrecisionDiag, Block Laplace). Arrays: ``k`` and
+``<row>/<specification>/<domain>/w2`` (the per-k curve or the single value).
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from omegaconf import DictConfig
+
+from bench.datasets.synthetic_networks import TEST_DOMAINS
+from bench.harness.result import TaskResult
+from bench.harness.rng import make_generator
+from bench.metrics.wasserstein import mean_predictive_w2
+from bench.tasks.subnetwork_common import (
+    FIXED_METHODS,
+    ROW_NAMES,
+    check_k_grid,
+    fit_replication,
+    fixed_covariance,
+    replication_seeds,
+    subset_function_variances,
+    subset_rankings,
+)
+
+
+def w2_column(specification: str, domain: str, k: int | None = None) -> str:
+    """Cell column of a W2 value (``k`` None for the k-free surrogates)."""
+    suffix = "w2" if k is None else f"w2@k={k}"
+    return f"{specification}/{domain}/{suffix}"
+
+
+def replication_w2(cfg: DictConfig, generator: torch.Generator) -> tuple[dict, dict]:
+    """``({(method, domain, k or None): W2}, diagnostics)`` of one replication."""
+    fitted = fit_replication(cfg, generator)
+    laplace = fitted.laplace
+    k_grid = check_k_grid(list(cfg.k_grid), laplace.omega.shape[0])
+    train_jacobians = laplace.jacobians(fitted.model.x_fit)
+    full = fixed_covariance("full", laplace)
+    values: dict[tuple[str, str, int | None], float] = {}
+    timings = {"greedy_s": 0.0}
+    for domain in TEST_DOMAINS:
+        jacobians = laplace.jacobians(fitted.dataset.x_test[domain])
+        full_variance = full.function_variance(jacobians)
+        start = time.perf_counter()
+        rankings = subset_rankings(laplace, k_grid[-1], train_jacobians, jacobians)
+        timings["greedy_s"] += time.perf_counter() - start
+        for method, k, variance in subset_function_variances(laplace, rankings, k_grid,
+                                                             jacobians):
+            values[(method, domain, k)] = mean_predictive_w2(full_variance, variance)
+        for method in FIXED_METHODS:
+            variance = fixed_covariance(method, laplace).function_variance(jacobians)
+            values[(method, domain, None)] = mean_predictive_w2(full_variance, variance)
+    diagnostics = {**fitted.model.diagnostics, **timings, "n_params": laplace.omega.shape[0],
+                   "epochs": fitted.schedule.epochs}
+    return values, diagnostics
+
+
+def run(cfg: DictConfig) -> TaskResult:
+    """All methods, domains and ``k`` of one working model setting, averaged over the job's
+    replications."""
+    if cfg.get("threads"):
+        torch.set_num_threads(int(cfg.threads))
+    specification = str(cfg.dataset.specification)
+    seeds = replication_seeds(int(cfg.seed), int(cfg.replications_per_job))
+    per_replication = []
+    result = TaskResult()
+    for r, seed in enumerate(seeds):
+        start = time.perf_counter()
+        values, diagnostics = replication_w2(cfg, make_generator(seed))
+        result.timings[f"replication_{r}_s"] = time.perf_counter() - start
+        result.fitted[f"replication_{r}"] = {"seed": seed, **diagnostics}
+        per_replication.append(values)
+    keys = list(per_replication[0])
+    means = {key: sum(v[key] for v in per_replication) / len(per_replication) for key in keys}
+    for (method, domain, k), value in means.items():
+        result.add(ROW_NAMES[method], w2_column(specification, domain, k), value)
+    k_grid = sorted({k for (_, _, k) in keys if k is not None})
+    result.arrays["k"] = [float(k) for k in k_grid]
+    for method, domain in dict.fromkeys((m, d) for (m, d, _) in keys):
+        name = f"{ROW_NAMES[method]}/{specification}/{domain}/w2"
+        ks = k_grid if (method, domain, k_grid[0]) in means else [None]
+        result.arrays[name] = [means[(method, domain, k)] for k in ks]
+    return result

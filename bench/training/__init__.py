@@ -1,0 +1,1 @@
+"""Training loops: the MAP network, the authors' base network, refits."""

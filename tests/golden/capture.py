@@ -1,0 +1,121 @@
+"""Store (or check) golden cells: what every experiment's jobs produce at a given scale.
+
+``python -m tests.golden.capture --scale smoke`` runs every job of every experiment config
+in-process (the jobs ``bench.cli.reproduce`` would launch) and writes their cells, metrics and a
+digest of their figure arrays to ``tests/golden/<scale>/<paper>__<artifact>.json``. The
+regression test (``tests/integration/test_golden_cells.py``) re-runs the jobs and compares
+exactly, so code that moves cannot change a number unnoticed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+GOLDEN_DIR = Path(__file__).resolve().parent
+# Experiments cheap enough at cpu scale to keep cpu-scale goldens of.
+CHEAP_AT_CPU = ("ssla/table-1", "ssla/table-5", "ssla/table-6", "ssla/table-7", "ssla/table-8",
+                "ssla/figure-1", "ssla/figure-3")
+
+
+def experiments() -> list[str]:
+    """Every experiment config, as ``<paper>/<artifact>``."""
+    from bench.harness.overrides import group_options
+
+    return sorted(group_options()["experiment"])
+
+
+def expand_jobs(multirun: list[str]) -> list[list[str]]:
+    """One override list per job of a Hydra multirun override list (cartesian product)."""
+    parser = OverridesParser.create()
+    choices = []
+    for text, override in zip(multirun, parser.parse_overrides(multirun), strict=True):
+        if override.is_sweep_override():
+            key = override.get_key_element()
+            choices.append([f"{key}={v}" for v in override.sweep_string_iterator()])
+        else:
+            choices.append([text])
+    return [list(job) for job in itertools.product(*choices)]
+
+
+def job_key(job: list[str]) -> str:
+    """Stable name of a job: its overrides, sorted."""
+    return " ".join(sorted(job))
+
+
+def arrays_digest(arrays: dict) -> str:
+    """sha256 of a record's figure arrays (exact floats, None for non-finite)."""
+    text = json.dumps(arrays, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def run_job(job: list[str], with_record: bool = False):
+    """Run one job in-process (into ``$BENCH_RESULTS_DIR``); its golden entry (and record).
+
+    Torch runs on one thread, as at capture, so reductions sum in the same order."""
+    import torch
+
+    from bench.harness.jobs import execute
+    from tests.helpers import compose_config
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        record = execute(compose_config(job), job)
+    finally:
+        torch.set_num_threads(threads)
+    entry = {
+        "status": record["status"],
+        "cells": [[c["row"], c["column"], c["value"]] for c in record["cells"]],
+        "metrics": record["metrics"],
+        "arrays_sha256": arrays_digest(record["arrays"]),
+    }
+    return (entry, record) if with_record else entry
+
+
+def capture(experiment: str, scale: str) -> dict:
+    """Golden entries of every job of ``experiment`` at ``scale``."""
+    from bench.cli.reproduce import sweep_overrides
+
+    entries = {}
+    for multirun in sweep_overrides(experiment, scale, []):
+        for job in expand_jobs(multirun):
+            t0 = time.perf_counter()
+            entries[job_key(job)] = run_job(job)
+            print(f"  {job_key(job)}: {time.perf_counter() - t0:.1f}s", flush=True)
+    return entries
+
+
+def golden_path(experiment: str, scale: str) -> Path:
+    """Where the goldens of one experiment at one scale live."""
+    return GOLDEN_DIR / scale / (experiment.replace("/", "__") + ".json")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--scale", default="smoke")
+    parser.add_argument("experiments", nargs="*")
+    args = parser.parse_args(argv)
+    chosen = args.experiments or (list(CHEAP_AT_CPU) if args.scale == "cpu" else experiments())
+    os.environ.setdefault("BENCH_RESULTS_DIR", tempfile.mkdtemp(prefix="golden-"))
+    for experiment in chosen:
+        print(experiment, flush=True)
+        entries = capture(experiment, args.scale)
+        path = golden_path(experiment, args.scale)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""Golden cells: every experiment's jobs reproduce the stored numbers exactly.
+
+``tests/golden/<scale>/`` holds, per experiment, the cells, metrics and a digest of the figure
+arrays of every job at ``smoke`` scale (and at ``cpu`` scale for the cheap experiments),
+captured before the code moved (``python -m tests.golden.capture``). Re-running each job must
+give the same numbers bit for bit, and a complete record. UCI jobs need the shared data files
+the goldens were captured from; they are skipped on generated data.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from bench.harness.records import REQUIRED_FIELDS
+from tests.golden.capture import GOLDEN_DIR, run_job
+from tests.helpers import SHARED_DATA
+
+READS_DATA_FILES = ("ssla/table-3", "ssla/table-4")
+
+
+def golden_jobs(scale: str) -> list[tuple[str, str, dict]]:
+    """(experiment, job key, stored entry) for every golden job of ``scale``."""
+    jobs = []
+    for path in sorted((GOLDEN_DIR / scale).glob("*.json")):
+        experiment = path.stem.replace("__", "/")
+        for key, entry in json.loads(path.read_text()).items():
+            jobs.append((experiment, key, entry))
+    return jobs
+
+
+def _check(experiment: str, key: str, expected: dict, tmp_path, monkeypatch) -> None:
+    if experiment in READS_DATA_FILES and os.environ.get("BENCH_DATA_DIR") != str(SHARED_DATA):
+        pytest.skip("captured from the shared data files, which are not present")
+    monkeypatch.setenv("BENCH_RESULTS_DIR", str(tmp_path))
+    got, record = run_job(key.split(" "), with_record=True)
+    assert set(REQUIRED_FIELDS) <= set(record)
+    assert got["status"] == "ok", record.get("error")
+    assert got["cells"] == expected["cells"]
+    assert got["metrics"] == expected["metrics"]
+    assert got["arrays_sha256"] == expected["arrays_sha256"]
+
+
+@pytest.mark.parametrize(("experiment", "key", "expected"), golden_jobs("smoke"),
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_smoke_job_reproduces_its_golden_cells(experiment, key, expected, tmp_path, monkeypatch):
+    _check(experiment, key, expected, tmp_path, monkeypatch)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("experiment", "key", "expected"), golden_jobs("cpu"),
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_cpu_job_reproduces_its_golden_cells(experiment, key, expected, tmp_path, monkeypatch):
+    _check(experiment, key, expected, tmp_path, monkeypatch)

@@ -1,0 +1,139 @@
+"""Run wrapper, records, resume and command-line errors."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bench.harness.jobs import execute
+from bench.harness.overrides import group_options
+from bench.harness.records import REQUIRED_FIELDS, iter_records
+from tests.helpers import REPO, compose_config
+
+EXPERIMENTS = group_options()["experiment"]
+
+
+def run_cli(args: list[str], results_dir, module: str = "bench.run", timeout: float = 120):
+    env = {**os.environ, "BENCH_RESULTS_DIR": str(results_dir), "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_every_ssla_experiment_is_listed():
+    expected = {"ssla/figure-1", "ssla/figure-3", "ssla/blr", "ssla/table-1", "ssla/table-7",
+                "ssla/table-8"}
+    assert expected <= set(EXPERIMENTS)
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+@pytest.mark.parametrize("protocol", ["paper", "corrected"])
+def test_experiment_runs_at_smoke_scale_with_a_complete_record(experiment, protocol, tmp_path):
+    cfg = compose_config([f"experiment={experiment}", "scale=smoke", f"protocol={protocol}",
+                          f"results_dir={tmp_path}"])
+    record = execute(cfg)
+    assert record["status"] == "ok", record["traceback"]
+    assert set(REQUIRED_FIELDS) <= set(record)
+    assert record["cells"], "a run must produce table cells"
+    assert all(math.isfinite(c["value"]) for c in record["cells"])
+    assert record["scale"] == "smoke" and record["protocol"] == protocol
+    assert record["timings"]["total_s"] > 0 and record["versions"]["torch"]
+    path = tmp_path / experiment / "smoke" / record["config_hash"] / "record.json"
+    assert json.loads(path.read_text())["config_hash"] == record["config_hash"]
+
+
+def test_same_seed_gives_the_same_cells_and_rerun_skips(tmp_path):
+    overrides = ["experiment=ssla/figure-3", "scale=smoke", "method=assla"]
+    first = execute(compose_config([*overrides, f"results_dir={tmp_path / 'a'}"]))
+    second = execute(compose_config([*overrides, f"results_dir={tmp_path / 'b'}"]))
+    assert first["cells"] == second["cells"]
+    again = execute(compose_config([*overrides, f"results_dir={tmp_path / 'a'}"]))
+    assert again["started_at"] == first["started_at"]
+    assert len(list(iter_records(tmp_path / "a", "ssla/figure-3"))) == 1
+
+
+@pytest.mark.parametrize("task, message", [
+    ("tests.helpers.failing_task", "deliberate failure"),
+    ("tests.helpers.nan_task", "non-finite"),
+])
+def test_failures_and_non_finite_values_make_failed_records(task, message, tmp_path):
+    cfg = compose_config(["experiment=ssla/table-7", "scale=smoke", f"task._target_={task}",
+                          f"results_dir={tmp_path}"])
+    record = execute(cfg)
+    assert record["status"] == "failed"
+    assert message in record["error"] and "Traceback" in record["traceback"]
+    assert execute(cfg)["started_at"] == record["started_at"]  # failed is finished: skipped
+    retried = execute(compose_config([*[f"task._target_={task}", "experiment=ssla/table-7"],
+                                      "scale=smoke", f"results_dir={tmp_path}",
+                                      "rerun_failed=true"]))
+    assert retried["started_at"] >= record["started_at"]
+    folder = tmp_path / "ssla/table-7/smoke" / record["config_hash"]
+    assert len(list(folder.glob("record.failed-*.json"))) == 1
+
+
+def test_killed_multirun_resumes_without_recomputing(tmp_path):
+    args = ["-m", "experiment=ssla/table-7", "scale=smoke",
+            "task._target_=tests.helpers.sleepy_task", "+task.sleep_s=0.4",
+            "seed=0,1,2,3,4,5,6,7"]
+    env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "bench.run", *args], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline and len(list(tmp_path.rglob("record.json"))) < 2:
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("record.json")}
+    assert 2 <= len(before) < 8
+    result = run_cli(args, tmp_path)
+    assert result.returncode == 0, result.stderr
+    after = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("record.json")}
+    assert len(after) == 8
+    assert all(after[p] == mtime for p, mtime in before.items())
+    assert result.stdout.count("skip ") == len(before)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["method=foo"], "method='foo' is not valid; choose one of: assla, deep_ensemble, hmc, la, "
+     "mfvi, nn_assla, nn_ssla, plugin, ssla, ssla_assla, subnet_laplace, vi"),
+    (["experiment=ssla/table-99"], "experiment='ssla/table-99' is not valid; choose one of:"),
+    (["protocol.dtype=float16"], "protocol.dtype='float16' is not valid; choose one of: float32"),
+    (["device=tpu"], "device='tpu' is not valid; choose one of: cpu, cuda"),
+    (["no_such_key=1"], "no_such_key"),
+])
+def test_bad_input_is_one_line_naming_the_key(args, expected, tmp_path):
+    result = run_cli(["experiment=ssla/table-7", "scale=smoke", *args], tmp_path)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ")
+    assert expected in lines[0]
+
+
+def test_reproduce_builds_the_multirun_of_an_experiment(tmp_path):
+    result = run_cli(["ssla/table-1", "--scale", "cpu", "--dry-run"], tmp_path,
+                     module="bench.cli.reproduce")
+    assert result.returncode == 0, result.stderr
+    command = result.stdout.strip()
+    assert "seed=0,1,2,3,4,5" in command
+    assert "task.n=100000,200000,300000,500000,700000,900000,1000000" in command
+    assert "task.dtype=float32,float64" in command
+
+
+def test_slurm_launcher_config_composes():
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from bench.harness.overrides import CONF_DIR
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=["hydra/launcher=slurm_gpu", "experiment=ssla/table-1"],
+                      return_hydra_config=True)
+    GlobalHydra.instance().clear()
+    assert cfg.hydra.launcher._target_.endswith("SlurmLauncher")
+    assert cfg.hydra.launcher.gpus_per_node == 1

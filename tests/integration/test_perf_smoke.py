@@ -1,0 +1,26 @@
+"""Smoke test of the speed benchmark: ``python -m bench.perf --quick`` writes its report."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RATIO_ROWS = ("| ASSLA vs reference", "| ASSLA vs LA GLM predictive", "| Newton vs SGD refit")
+
+
+@pytest.mark.slow
+def test_perf_quick_writes_the_three_ratio_rows(tmp_path):
+    """The quick run exits cleanly and its report has one PASS/MISS row per target ratio."""
+    out = tmp_path / "perf.md"
+    proc = subprocess.run([sys.executable, "-m", "bench.perf", "--quick", "--out", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    lines = out.read_text().splitlines()
+    for prefix in RATIO_ROWS:
+        rows = [line for line in lines if line.startswith(prefix)]
+        assert len(rows) == 1, f"missing ratio row {prefix!r}"
+        assert rows[0].rstrip().endswith(("| PASS |", "| MISS |")), rows[0]
