@@ -12,7 +12,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from bench.harness.errors import ConfigError
-from bench.harness.jobs import execute
+from bench.harness.jobs import run_job
 from bench.harness.overrides import CONF_DIR, check_overrides
 
 
@@ -24,10 +24,10 @@ def _task_overrides() -> list[str]:
 
 
 @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
-def hydra_main(cfg: DictConfig) -> None:
-    """Hydra-decorated job function (one call per job of a run or multirun)."""
+def hydra_main(cfg: DictConfig) -> str:
+    """Hydra-decorated job function (one call per job); returns ok, failed or skipped."""
     try:
-        execute(cfg, _task_overrides())
+        return run_job(cfg, _task_overrides())[0]
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

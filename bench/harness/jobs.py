@@ -20,6 +20,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from bench.harness.errors import ConfigError, require_choice
+from bench.harness.logs import job_log, logger, publish_job_log, quiet_libraries
 from bench.harness.overrides import CONF_DIR, group_options
 from bench.harness.provenance import git_state, package_versions
 from bench.harness.records import (
@@ -86,6 +87,11 @@ def _run_task(cfg: DictConfig) -> tuple[TaskResult | None, str | None, str | Non
 
 def execute(cfg: DictConfig, cli_overrides: list[str] | None = None) -> dict[str, Any]:
     """Run one job for a composed config; returns its record (existing or new)."""
+    return run_job(cfg, cli_overrides)[1]
+
+
+def run_job(cfg: DictConfig, cli_overrides: list[str] | None = None) -> tuple[str, dict]:
+    """Run one job; ``(outcome, record)`` with outcome ``ok``, ``failed`` or ``skipped``."""
     cfg = apply_scale_overrides(cfg, cli_overrides or [])
     check_device(cfg.device)
     resolved = OmegaConf.to_container(cfg, resolve=True)
@@ -97,14 +103,38 @@ def execute(cfg: DictConfig, cli_overrides: list[str] | None = None) -> dict[str
         if existing["status"] == "failed" and cfg.rerun_failed:
             archive_failed_record(folder)
         else:
-            print(f"skip {cfg.name} [{existing['status']}] {folder}")
-            return existing
+            logger.info("skip %s [%s] %s", cfg.name, existing["status"], folder)
+            return "skipped", existing
 
-    started, t0 = _now(), time.perf_counter()
-    result, error, trace = _run_task(cfg)
-    total = time.perf_counter() - t0
+    quiet_libraries(bool(cfg.get("verbose", False)))
+    with job_log(folder) as log_path:
+        logger.info("run %s seed=%s -> %s", cfg.name, cfg.seed, folder)
+        started, t0 = _now(), time.perf_counter()
+        result, error, trace = _run_task(cfg)
+        total = time.perf_counter() - t0
+        record = _record(cfg, resolved, chash, result, error, trace, started, total)
+        try:
+            write_record_atomically(folder, record)
+        except FileExistsError:
+            record = None
+        else:
+            logger.info("%s %s seed=%s %.2fs %s%s", record["status"], cfg.name, cfg.seed,
+                        total, folder, f": {error}" if error else "")
+    if record is None:
+        log_path.unlink(missing_ok=True)
+        logger.info("skip %s: another worker finished %s first", cfg.name, folder)
+        return "skipped", read_record(folder)
+    publish_job_log(log_path)
+    if error:
+        print(f"  {error}", file=sys.stderr)
+    return record["status"], record
+
+
+def _record(cfg: DictConfig, resolved: dict, chash: str, result: TaskResult | None,
+            error: str | None, trace: str | None, started: str, total: float) -> dict:
+    """The run record of one finished (or failed) job."""
     result = result or TaskResult()
-    record = {
+    return {
         "schema_version": SCHEMA_VERSION,
         "experiment": cfg.name,
         "paper": cfg.paper,
@@ -132,15 +162,6 @@ def execute(cfg: DictConfig, cli_overrides: list[str] | None = None) -> dict[str
         "error": error,
         "traceback": trace,
     }
-    try:
-        write_record_atomically(folder, record)
-    except FileExistsError:
-        print(f"skip {cfg.name}: another worker finished {folder} first")
-        return read_record(folder)
-    print(f"{record['status']} {cfg.name} seed={cfg.seed} {total:.2f}s {folder}")
-    if error:
-        print(f"  {error}", file=sys.stderr)
-    return record
 
 
 def _json_float(x: float) -> float | None:

@@ -19,7 +19,7 @@ from typing import Any
 SCHEMA_VERSION = 1
 RECORD_NAME = "record.json"
 NON_SEMANTIC_KEYS = ("results_dir", "rerun_failed", "hydra", "sweep", "seeds", "seeds_for",
-                     "scale_overrides")
+                     "scale_overrides", "verbose")
 REQUIRED_FIELDS = (
     "schema_version", "experiment", "paper", "artifact", "scale", "seed", "protocol",
     "dataset", "method", "variant", "config", "config_hash", "status", "cells", "metrics",
@@ -74,11 +74,14 @@ def write_record_atomically(folder: Path, record: dict[str, Any]) -> Path:
 
 
 def archive_failed_record(folder: Path) -> Path:
-    """Move a failed record aside (kept, not overwritten) so the run can be attempted again."""
+    """Move a failed record (and its log) aside, kept, so the run can be attempted again."""
     source = folder / RECORD_NAME
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    target = folder / f"record.failed-{stamp}-{os.getpid()}.json"
+    stamp = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    target = folder / f"record.failed-{stamp}.json"
     os.rename(source, target)
+    log = folder / "job.log"
+    if log.exists():
+        os.rename(log, folder / f"job.failed-{stamp}.log")
     return target
 
 
