@@ -4,7 +4,8 @@
 arrays of every job at ``smoke`` scale (and at ``cpu`` scale for the cheap experiments),
 captured before the code moved (``python -m tests.golden.capture``). Re-running each job must
 give the same numbers bit for bit, and a complete record. UCI jobs need the shared data files
-the goldens were captured from; they are skipped on generated data.
+the goldens were captured from; they are skipped on generated data. These goldens are also
+the smoke-scale end-to-end test of every experiment (complete record, written to disk).
 """
 
 from __future__ import annotations
@@ -35,9 +36,14 @@ def _check(experiment: str, key: str, expected: dict, tmp_path, monkeypatch) -> 
     if experiment in READS_DATA_FILES and os.environ.get("BENCH_DATA_DIR") != str(SHARED_DATA):
         pytest.skip("captured from the shared data files, which are not present")
     monkeypatch.setenv("BENCH_RESULTS_DIR", str(tmp_path))
-    got, record = run_job(key.split(" "), with_record=True)
+    job = key.split(" ")
+    got, record = run_job(job, with_record=True)
+    assert got["status"] == "ok", record.get("traceback")
     assert set(REQUIRED_FIELDS) <= set(record)
-    assert got["status"] == "ok", record.get("error")
+    assert f"scale={record['scale']}" in job and f"experiment={record['experiment']}" in job
+    assert record["timings"]["total_s"] > 0 and record["versions"]["torch"]
+    stored = tmp_path / experiment / record["scale"] / record["config_hash"] / "record.json"
+    assert json.loads(stored.read_text())["cells"] == record["cells"]
     assert got["cells"] == expected["cells"]
     assert got["metrics"] == expected["metrics"]
     assert got["arrays_sha256"] == expected["arrays_sha256"]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ from tests.helpers import SHARED_DATA, compose_config
 ROWS = ("SSLA", "ASSLA", "LA")
 
 
+@pytest.mark.skipif(os.environ.get("BENCH_DATA_DIR") == str(SHARED_DATA),
+                    reason="on the shared data the golden-cell test runs these jobs")
 @pytest.mark.parametrize(("dataset", "title", "protocol"), [
     ("uci_daily_demand", "Daily Demand Forecasting Orders", "paper"),
     ("uci_real_estate", "Real Estate Valuation", "corrected"),
