@@ -19,21 +19,30 @@ PAPER_Z = {95: 1.96, 90: 1.64, 75: 1.15, 50: 0.67}
 Z_CONVENTIONS = ("paper", "exact")
 
 
+def central_interval(predictive, probability: float) -> tuple[Tensor, Tensor]:
+    """Central interval holding ``probability`` (e.g. 0.95) of the predictive, per point."""
+    tail = (1 - probability) / 2
+    return predictive.quantile(tail), predictive.quantile(1 - tail)
+
+
 def interval(predictive, level: int, z: str = "exact") -> tuple[Tensor, Tensor]:
     """Central ``level``% interval per point (lower, upper)."""
     require_choice("metrics.z", z, Z_CONVENTIONS)
     if z == "paper":
         half = PAPER_Z[level] * predictive.variance.sqrt()
         return predictive.mean - half, predictive.mean + half
-    tail = (1 - level / 100) / 2
-    return predictive.quantile(tail), predictive.quantile(1 - tail)
+    return central_interval(predictive, level / 100)
+
+
+def fraction_inside(lower: Tensor, upper: Tensor, truth: Tensor) -> float:
+    """Fraction of points with ``lower <= truth <= upper``."""
+    return float(((truth >= lower) & (truth <= upper)).double().mean())
 
 
 def coverage(predictive, y: Tensor, level: int, z: str = "exact") -> float:
     """Percentage of ``y`` inside the central ``level``% interval."""
     lower, upper = interval(predictive, level, z)
-    y = y.reshape(lower.shape).to(lower)
-    return 100.0 * float(((y >= lower) & (y <= upper)).double().mean())
+    return 100.0 * fraction_inside(lower, upper, y.reshape(lower.shape).to(lower))
 
 
 def rmse(predictive, y: Tensor) -> float:

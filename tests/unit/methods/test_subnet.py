@@ -23,7 +23,6 @@ from bench.methods.baselines.split_bootstrap import bootstrap_interval, split_in
 from bench.methods.laplace import linearised as lla
 from bench.methods.laplace import subset_selection as selection
 from bench.methods.laplace.subnetwork import PAPER_NAMES, method_covariance
-from bench.metrics.coverage import empirical_coverage, gaussian_interval
 from bench.metrics.wasserstein import gaussian_w2, mean_predictive_w2, univariate_gaussian_w2
 from bench.models.layered_mlp import LayeredNetwork
 from bench.training.working_network import Schedule, paper_schedule, train_working_network
@@ -339,15 +338,6 @@ def test_split_and_bootstrap_intervals():
     assert torch.all(lo <= hi) and lo.shape == (15,)
     lo2, hi2 = bootstrap_interval(x, y, x_test, least_squares_fitter, make_generator(2))
     assert torch.equal(lo, lo2) and torch.equal(hi, hi2)
-
-
-def test_gaussian_interval_and_coverage():
-    mean = torch.zeros(40000, dtype=torch.float64)
-    variance = torch.full_like(mean, 4.0)
-    lower, upper = gaussian_interval(mean, variance)
-    assert float(upper[0]) == pytest.approx(2 * 1.959963984540054)
-    truth = 2 * torch.randn(40000, generator=make_generator(0), dtype=torch.float64)
-    assert empirical_coverage(lower, upper, truth) == pytest.approx(0.95, abs=0.005)
 
 
 # ---------------------------------------------------------------- timing helper
