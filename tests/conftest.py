@@ -12,7 +12,8 @@ from tests.helpers import SHARED_DATA
 @pytest.fixture(scope="session", autouse=True)
 def data_root(tmp_path_factory):
     """``BENCH_DATA_DIR`` as given, else the shared data when present, else generated files
-    with the real UCI column layout (``tests.test_uci``), so every experiment can run."""
+    with the real UCI column layout (``tests.unit.datasets.test_uci``), so every experiment
+    can run."""
     if os.environ.get("BENCH_DATA_DIR"):
         yield os.environ["BENCH_DATA_DIR"]
         return

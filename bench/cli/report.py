@@ -11,14 +11,14 @@ the largest scale with records is used (paper > cpu > smoke).
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
+from bench.harness.overrides import default_results_dir
 from bench.harness.records import RECORD_NAME, iter_records
 from bench.reporting.catalog import catalog_entry, make_target
 from bench.reporting.index import write_index
-from bench.reporting.render import render_report
+from bench.reporting.render import ScaleConflict, render_report
 from bench.reporting.spec import ArtifactSpec
 from bench.reporting.specs import SPECS
 
@@ -27,11 +27,6 @@ SCALE_ORDER = ("paper", "cpu", "smoke")
 
 class ReportError(Exception):
     """A problem the user can fix, printed as one line (exit status 2)."""
-
-
-def default_results_dir() -> Path:
-    """``$BENCH_RESULTS_DIR`` if set, else ``./results``."""
-    return Path(os.environ.get("BENCH_RESULTS_DIR", "results"))
 
 
 def scales_present(results_dir: Path, experiment: str) -> list[str]:
@@ -69,9 +64,11 @@ def choose_scale(spec: ArtifactSpec, results_dir: Path, requested: str | None) -
     return present[0]
 
 
-def load_records(spec: ArtifactSpec, results_dir: Path, scale: str) -> list[dict]:
-    """All records of the spec's experiment at ``scale``; ReportError when there are none."""
-    records = list(iter_records(results_dir, spec.experiment, scale))
+def load_records(spec: ArtifactSpec, results_dir: Path, scale: str,
+                 damaged: list | None = None) -> list[dict]:
+    """All valid records of the spec's experiment at ``scale`` (damaged ones appended to
+    ``damaged``); ReportError when there are none."""
+    records = list(iter_records(results_dir, spec.experiment, scale, damaged))
     if not records:
         folder = Path(results_dir) / spec.experiment / scale
         raise ReportError(f"no records in {folder}; produce them with "
@@ -79,19 +76,29 @@ def load_records(spec: ArtifactSpec, results_dir: Path, scale: str) -> list[dict
     return records
 
 
-def report_one(spec: ArtifactSpec, results_dir: Path, out_dir: Path, scale: str | None) -> None:
+def report_one(spec: ArtifactSpec, results_dir: Path, out_dir: Path, scale: str | None,
+               replace_scale: bool = False) -> None:
     """Render one spec's report at the chosen scale and print the written paths."""
     chosen = choose_scale(spec, results_dir, scale)
-    records = load_records(spec, results_dir, chosen)
-    for path in render_report(spec, records, out_dir):
+    damaged: list = []
+    records = load_records(spec, results_dir, chosen, damaged)
+    for err in damaged:
+        print(f"warning: {err}", file=sys.stderr)
+    try:
+        written = render_report(spec, records, out_dir, damaged=[str(e) for e in damaged],
+                                replace_scale=replace_scale)
+    except ScaleConflict as err:
+        raise ReportError(str(err)) from None
+    for path in written:
         print(f"wrote {path}")
 
 
-def report_all(results_dir: Path, out_dir: Path, scale: str | None) -> None:
+def report_all(results_dir: Path, out_dir: Path, scale: str | None,
+               replace_scale: bool = False) -> None:
     """Render every spec that has records (skipping the others, with a line each)."""
     for spec in SPECS.values():
         try:
-            report_one(spec, results_dir, out_dir, scale)
+            report_one(spec, results_dir, out_dir, scale, replace_scale)
         except ReportError as err:
             print(f"skip {spec.key}: {err}", file=sys.stderr)
 
@@ -107,6 +114,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--results-dir", type=Path, default=None,
                         help="records folder (default: $BENCH_RESULTS_DIR or ./results)")
     parser.add_argument("--out", type=Path, default=Path("reports"), help="reports folder")
+    parser.add_argument("--replace-scale", action="store_true",
+                        help="let a report replace one rendered at another scale")
     args = parser.parse_args(argv)
     if args.artifact and args.all:
         parser.error("give an artifact or --all, not both")
@@ -121,9 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         if args.artifact:
-            report_one(resolve_spec(args.artifact), args.results_dir, args.out, args.scale)
+            report_one(resolve_spec(args.artifact), args.results_dir, args.out, args.scale,
+                       args.replace_scale)
         if args.all:
-            report_all(args.results_dir, args.out, args.scale)
+            report_all(args.results_dir, args.out, args.scale, args.replace_scale)
         if args.index or args.all:
             print(f"wrote {write_index(args.out)}")
     except ReportError as err:

@@ -17,7 +17,12 @@ from hydra.core.global_hydra import GlobalHydra
 
 from bench.harness.errors import ConfigError, require_choice
 from bench.harness.jobs import apply_scale_overrides
-from bench.harness.overrides import CONF_DIR, check_overrides, group_options
+from bench.harness.overrides import (
+    CONF_DIR,
+    check_overrides,
+    drop_empty_results_dir,
+    group_options,
+)
 
 SCALES = ("smoke", "cpu", "paper")
 
@@ -77,9 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-report", action="store_true", help="only run the jobs")
     parser.add_argument("--dry-run", action="store_true", help="print the command, run nothing")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides, e.g. device=cuda")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     try:
-        extra = list(args.overrides)
+        extra = drop_empty_results_dir(list(args.overrides))
         if args.launcher:
             extra.append(f"hydra/launcher={args.launcher}")
         check_overrides([f"experiment={args.experiment}", *extra])
@@ -92,14 +97,21 @@ def main(argv: list[str] | None = None) -> int:
         print(" ".join(command[1:]))
     if args.dry_run:
         return 0
+    jobs_failed = False
     for command in commands:
         status = subprocess.run(command).returncode
-        if status != 0:
+        if status == 1:
+            jobs_failed = True
+        elif status != 0:
             return status
     if args.no_report or args.launcher:
-        return 0
+        return int(jobs_failed)
     report = [sys.executable, "-m", "bench.report", args.experiment, "--scale", args.scale]
-    return subprocess.run(report).returncode
+    status = subprocess.run(report).returncode
+    if jobs_failed:
+        print("error: some jobs failed (listed above)", file=sys.stderr)
+        return 1
+    return status
 
 
 if __name__ == "__main__":

@@ -12,8 +12,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from bench.harness.errors import ConfigError
-from bench.harness.jobs import run_job
-from bench.harness.overrides import CONF_DIR, check_overrides
+from bench.harness.jobs import FAILED_JOBS, run_job
+from bench.harness.overrides import CONF_DIR, check_overrides, drop_empty_results_dir
 
 
 def _task_overrides() -> list[str]:
@@ -35,7 +35,7 @@ def hydra_main(cfg: DictConfig) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Validate the command line, then hand it to Hydra."""
-    argv = sys.argv[1:] if argv is None else argv
+    argv = drop_empty_results_dir(sys.argv[1:] if argv is None else argv)
     overrides = [a for a in argv if "=" in a and not a.startswith("-")]
     try:
         check_overrides(overrides)
@@ -44,6 +44,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     sys.argv = [sys.argv[0], *argv]
     hydra_main()
+    if FAILED_JOBS:
+        print(f"error: {len(FAILED_JOBS)} job(s) failed; their records hold the tracebacks: "
+              f"{', '.join(FAILED_JOBS)}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ stopped. :func:`execute` is what ``python -m bench.run`` calls once per job.
 from __future__ import annotations
 
 import math
+import os
 import socket
 import sys
 import time
@@ -20,18 +21,23 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from bench.harness.errors import ConfigError, require_choice
-from bench.harness.logs import job_log, logger, publish_job_log, quiet_libraries
+from bench.harness.logs import LOG_NAME, job_log, logger, publish_job_log, quiet_libraries
 from bench.harness.overrides import CONF_DIR, group_options
 from bench.harness.provenance import git_state, package_versions
 from bench.harness.records import (
     SCHEMA_VERSION,
+    DamagedRecord,
     archive_failed_record,
     config_hash,
     read_record,
     record_dir,
+    set_aside,
     write_record_atomically,
 )
 from bench.harness.result import TaskResult
+
+# Jobs of this process whose record says failed (``python -m bench.run`` exits 1 if any).
+FAILED_JOBS: list[str] = []
 
 
 class NonFiniteResult(RuntimeError):
@@ -98,13 +104,15 @@ def run_job(cfg: DictConfig, cli_overrides: list[str] | None = None) -> tuple[st
     resolved.pop("hydra", None)
     chash = config_hash(resolved)
     folder = record_dir(Path(cfg.results_dir), cfg.name, cfg.scale.name, chash)
-    existing = read_record(folder)
+    existing = finished_record(folder)
     if existing is not None:
         if existing["status"] == "failed" and cfg.rerun_failed:
             archive_failed_record(folder)
         else:
-            logger.info("skip %s [%s] %s", cfg.name, existing["status"], folder)
+            hint = " (rerun_failed=true runs it again)" if existing["status"] == "failed" else ""
+            logger.info("skip %s [%s] %s%s", cfg.name, existing["status"], folder, hint)
             return "skipped", existing
+    require_writable(folder)
 
     quiet_libraries(bool(cfg.get("verbose", False)))
     with job_log(folder) as log_path:
@@ -123,11 +131,39 @@ def run_job(cfg: DictConfig, cli_overrides: list[str] | None = None) -> tuple[st
     if record is None:
         log_path.unlink(missing_ok=True)
         logger.info("skip %s: another worker finished %s first", cfg.name, folder)
-        return "skipped", read_record(folder)
+        return "skipped", finished_record(folder)
     publish_job_log(log_path)
     if error:
+        FAILED_JOBS.append(str(folder))
         print(f"  {error}", file=sys.stderr)
     return record["status"], record
+
+
+def finished_record(folder: Path) -> dict | None:
+    """The valid record in ``folder``, if any; a damaged one is set aside (kept) and logged."""
+    try:
+        return read_record(folder)
+    except NotADirectoryError as err:
+        raise ConfigError(f"{err}; move it away or choose another results_dir") from None
+    except DamagedRecord as err:
+        moved = set_aside(err.path, "damaged")
+        if (folder / LOG_NAME).exists():
+            set_aside(folder / LOG_NAME, "damaged")
+        logger.warning("%s; kept as %s, running the job again", err, moved)
+        return None
+
+
+def require_writable(folder: Path) -> None:
+    """Create the run folder, or fail with one line before any work is done."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-probe-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise ConfigError(f"cannot write records to {folder} ({reason}); set results_dir= or "
+                          "BENCH_RESULTS_DIR to a writable folder") from None
 
 
 def _record(cfg: DictConfig, resolved: dict, chash: str, result: TaskResult | None,

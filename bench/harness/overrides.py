@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf
 
 from bench.harness.errors import ConfigError
+from bench.harness.validation import check_typed_overrides
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+RESULTS_ENV = "BENCH_RESULTS_DIR"
 
 
 def group_options(conf_dir: Path = CONF_DIR) -> dict[str, list[str]]:
@@ -52,14 +56,17 @@ def check_overrides(overrides: list[str], conf_dir: Path = CONF_DIR) -> None:
                     choices = ", ".join(groups[key])
                     raise ConfigError(f"{key}={value!r} is not valid; choose one of: {choices}")
         first_values.append(f"{override.get_key_element()}={values[0]}")
+    selections = [o for o, p in zip(first_values, parsed, strict=True)
+                  if p.key_or_group.lstrip("+~") in groups and not o.startswith("hydra")]
+    check_typed_overrides(_check_composes(selections, conf_dir), parsed, set(groups))
     _check_composes([o for o in first_values if not o.startswith("hydra")], conf_dir)
 
 
-def _check_composes(overrides: list[str], conf_dir: Path) -> None:
+def _check_composes(overrides: list[str], conf_dir: Path) -> DictConfig:
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-            compose(config_name="config", overrides=overrides)
+            return compose(config_name="config", overrides=overrides)
     except Exception as err:
         lines = [line.strip() for line in str(err).splitlines() if line.strip()]
         message = " ".join(lines[:3])
@@ -68,10 +75,28 @@ def _check_composes(overrides: list[str], conf_dir: Path) -> None:
         GlobalHydra.instance().clear()
 
 
+def env_or_default(name: str, default: str) -> str:
+    """``$name`` when set to something other than blanks, else ``default`` (empty = unset)."""
+    return os.environ.get(name, "").strip() or default
+
+
+def drop_empty_results_dir(overrides: list[str]) -> list[str]:
+    """The overrides without ``results_dir=`` (empty), which means the default folder."""
+    return [o for o in overrides if o.strip() not in ("results_dir=", "results_dir=''",
+                                                      'results_dir=""')]
+
+
+def default_results_dir() -> Path:
+    """``$BENCH_RESULTS_DIR`` if set and not empty, else ``./results``."""
+    return Path(env_or_default(RESULTS_ENV, "results"))
+
+
 def _register_resolvers() -> None:
     from bench.harness.tuned import register_tuned_resolver
 
     register_tuned_resolver()
+    if not OmegaConf.has_resolver("env_or"):
+        OmegaConf.register_new_resolver("env_or", env_or_default)
 
 
 _register_resolvers()

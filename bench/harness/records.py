@@ -40,15 +40,88 @@ def record_dir(results_dir: Path, experiment: str, scale: str, chash: str) -> Pa
     return Path(results_dir) / experiment / scale / chash
 
 
-def read_record(path: Path) -> dict[str, Any] | None:
-    """The record at ``path`` (a record.json or its folder), or None if there is none."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / RECORD_NAME
+STATUSES = ("ok", "failed")
+
+
+class DamagedRecord(ValueError):
+    """A ``record.json`` that cannot be read or does not follow the record schema."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"damaged record {path}: {reason}")
+        self.path, self.reason = Path(path), reason
+
+
+def _is_number(value: Any) -> bool:
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+def schema_problem(record: Any) -> str | None:
+    """Why ``record`` does not follow the record schema, or None when it does."""
+    if not isinstance(record, dict):
+        return f"a JSON {type(record).__name__}, not an object"
+    missing = [name for name in REQUIRED_FIELDS if name not in record]
+    if missing:
+        return f"missing field(s) {', '.join(missing)}"
+    if record["schema_version"] != SCHEMA_VERSION:
+        return f"schema_version {record['schema_version']!r}, expected {SCHEMA_VERSION}"
+    if record["status"] not in STATUSES:
+        return f"status {record['status']!r}, expected one of {', '.join(STATUSES)}"
+    cells = record["cells"]
+    if not isinstance(cells, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("row"), str)
+            and isinstance(c.get("column"), str) and _is_number(c.get("value")) for c in cells):
+        return "cells must be a list of {row, column, numeric value}"
+    metrics = record["metrics"]
+    if not isinstance(metrics, dict) or not all(_is_number(v) for v in metrics.values()):
+        return "metrics must map names to numbers"
+    return None
+
+
+def read_record_file(path: Path) -> dict[str, Any]:
+    """The record in the file ``path``, validated; DamagedRecord (naming the file) if not."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise DamagedRecord(path, f"unreadable ({err})") from None
+    if not text.strip():
+        raise DamagedRecord(path, "empty file")
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise DamagedRecord(path, f"invalid JSON ({err.msg} at line {err.lineno})") from None
+    problem = schema_problem(record)
+    if problem:
+        raise DamagedRecord(path, problem)
+    return record
+
+
+def read_record(folder: Path) -> dict[str, Any] | None:
+    """The record of the run folder ``folder``, or None if the run has none yet.
+
+    Raises NotADirectoryError when ``folder`` is a file, DamagedRecord when the record is.
+    """
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is a file where a run folder belongs")
+    path = folder / RECORD_NAME
     if not path.exists():
         return None
-    with open(path) as f:
-        return json.load(f)
+    return read_record_file(path)
+
+
+def set_aside(path: Path, label: str) -> Path | None:
+    """Rename ``path`` (a record or log) to ``<stem>.<label>-<time>-<pid><suffix>`` beside it.
+
+    Returns the new path, or None when another worker moved it first.
+    """
+    path = Path(path)
+    stamp = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
+    target = path.with_name(f"{path.stem}.{label}-{stamp}{path.suffix}")
+    try:
+        os.rename(path, target)
+    except FileNotFoundError:
+        return None
+    return target
 
 
 def write_record_atomically(folder: Path, record: dict[str, Any]) -> Path:
@@ -73,24 +146,34 @@ def write_record_atomically(folder: Path, record: dict[str, Any]) -> Path:
     return target
 
 
-def archive_failed_record(folder: Path) -> Path:
-    """Move a failed record (and its log) aside, kept, so the run can be attempted again."""
-    source = folder / RECORD_NAME
-    stamp = f"{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
-    target = folder / f"record.failed-{stamp}.json"
-    os.rename(source, target)
-    log = folder / "job.log"
-    if log.exists():
-        os.rename(log, folder / f"job.failed-{stamp}.log")
+def archive_failed_record(folder: Path) -> Path | None:
+    """Move a failed record (and its log) aside, kept, so the run can be attempted again.
+
+    Returns the archived record's path, or None when another worker archived it first.
+    """
+    target = set_aside(folder / RECORD_NAME, "failed")
+    if (folder / "job.log").exists():
+        set_aside(folder / "job.log", "failed")
     return target
 
 
-def iter_records(results_dir: Path, experiment: str, scale: str | None = None) -> Iterator[dict]:
-    """All records of an experiment (optionally of one scale), in a stable order."""
+def iter_records(results_dir: Path, experiment: str, scale: str | None = None,
+                 damaged: list[DamagedRecord] | None = None) -> Iterator[dict]:
+    """All valid records of an experiment (optionally of one scale), in a stable order.
+
+    Damaged records are skipped; when ``damaged`` is a list they are appended to it, so a
+    report can name them as gaps.
+    """
     root = Path(results_dir) / experiment
     pattern = f"{scale}/*/{RECORD_NAME}" if scale else f"*/*/{RECORD_NAME}"
     for path in sorted(root.glob(pattern)):
-        record = read_record(path)
-        if record is not None:
-            record["_path"] = str(path)
-            yield record
+        if not path.is_file():
+            continue
+        try:
+            record = read_record_file(path)
+        except DamagedRecord as err:
+            if damaged is not None:
+                damaged.append(err)
+            continue
+        record["_path"] = str(path)
+        yield record

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -129,7 +130,8 @@ def _notes(spec: ArtifactSpec, table: pd.DataFrame, records: list[dict[str, Any]
 
 
 def markdown_report(spec: ArtifactSpec, table: pd.DataFrame, anchors: pd.DataFrame,
-                    records: list[dict[str, Any]], figure_name: str | None) -> str:
+                    records: list[dict[str, Any]], figure_name: str | None,
+                    damaged: list[str] = ()) -> str:
     """The Markdown report: title, header line, one table per protocol, anchors, notes."""
     lines = [f"# {spec.paper} {spec.artifact} — {spec.title}", "", header_line(spec, records), ""]
     for protocol in ordered_protocols(records):
@@ -143,7 +145,11 @@ def markdown_report(spec: ArtifactSpec, table: pd.DataFrame, anchors: pd.DataFra
     if len(anchors):
         shown = anchors.assign(ours=[format_number(v) for v in anchors["ours"]])
         lines += ["## Anchors", "", markdown_table(shown), ""]
-    lines += ["## Notes", ""] + [f"- {note}" for note in _notes(spec, table, records)] + [""]
+    notes = _notes(spec, table, records)
+    if damaged:
+        notes.append(f"{len(damaged)} damaged record(s) could not be read and are gaps here "
+                     f"(rerun the artifact to redo those jobs): {'; '.join(damaged)}.")
+    lines += ["## Notes", ""] + [f"- {note}" for note in notes] + [""]
     if figure_name:
         lines += [f"![{spec.paper} {spec.artifact} — {spec.title}]({figure_name})", ""]
     return "\n".join(lines)
@@ -183,16 +189,36 @@ def report_paths(paper: str, artifact: str, out_dir: Path) -> dict[str, Path]:
     return {ext: folder / f"{artifact}.{ext}" for ext in ("md", "csv", "tex", "png")}
 
 
-def render_report(spec: ArtifactSpec, records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
+class ScaleConflict(ValueError):
+    """A report would replace one rendered from records of another scale."""
+
+
+def existing_report_scale(markdown_path: Path) -> str | None:
+    """The scale named in the header line of an existing Markdown report, if any."""
+    if not markdown_path.is_file():
+        return None
+    match = re.search(r"^Scale: ([^ ·]+)", markdown_path.read_text(encoding="utf-8"), re.M)
+    return match.group(1) if match else None
+
+
+def render_report(spec: ArtifactSpec, records: list[dict[str, Any]], out_dir: Path,
+                  damaged: list[str] = (), replace_scale: bool = False) -> list[Path]:
     """Write the report of ``spec`` from ``records`` (one scale) into ``out_dir``.
 
     Writes ``<paper>/<artifact>.csv`` (long table), ``.md`` and ``.tex``, and ``.png`` when
     the spec has a figure function, which is called as ``spec.figure(ok_records, spec)``.
+    ``damaged`` names records that could not be read; the notes list them as gaps.
+    A report of another scale is never replaced (ScaleConflict) unless ``replace_scale``.
     Returns the written paths. Raises ValueError when there are no records.
     """
     if not records:
         raise ValueError(f"no records to report for {spec.key}")
     paths = report_paths(spec.paper, spec.artifact, out_dir)
+    previous, scale = existing_report_scale(paths["md"]), scales_of(records)
+    if previous and previous != scale and not replace_scale:
+        raise ScaleConflict(f"{paths['md']} holds a {previous}-scale report; a {scale}-scale "
+                            "report does not replace it (choose another --out, or pass "
+                            "--replace-scale)")
     table = comparison_table(spec, records)
     anchors = anchor_table(spec, records)
     written = [write_atomically(paths["csv"], table.to_csv(index=False))]
@@ -200,7 +226,7 @@ def render_report(spec: ArtifactSpec, records: list[dict[str, Any]], out_dir: Pa
     if spec.figure is not None:
         written.append(write_atomically(paths["png"], _figure_png(spec, records)))
         figure_name = paths["png"].name
-    markdown = markdown_report(spec, table, anchors, records, figure_name)
+    markdown = markdown_report(spec, table, anchors, records, figure_name, damaged)
     written.append(write_atomically(paths["md"], markdown))
     written.append(write_atomically(paths["tex"], latex_report(spec, table, records)))
     return written

@@ -119,3 +119,15 @@ def test_slurm_launcher_config_composes():
     GlobalHydra.instance().clear()
     assert cfg.hydra.launcher._target_.endswith("SlurmLauncher")
     assert cfg.hydra.launcher.gpus_per_node == 1
+
+
+def test_failed_jobs_make_multirun_and_reproduce_exit_nonzero(tmp_path):
+    failing = ["task._target_=tests.helpers.failing_task"]
+    run = run_cli(["-m", "experiment=ssla/table-7", "scale=smoke", "seed=1,2", *failing],
+                  tmp_path)
+    assert run.returncode == 1
+    assert "[2/2] 0 done, 2 failed" in run.stdout
+    assert "2 job(s) failed" in run.stderr
+    reproduce = run_cli(["ssla/table-7", "--scale", "smoke", "--no-report", *failing],
+                        tmp_path, module="bench.reproduce")
+    assert reproduce.returncode == 1, reproduce.stderr

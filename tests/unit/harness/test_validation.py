@@ -1,0 +1,47 @@
+"""Bad command-line values stop with one line naming the key, before any task runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.harness.errors import ConfigError
+from bench.harness.overrides import check_overrides, drop_empty_results_dir, env_or_default
+
+BASE = ["experiment=ssla/table-1", "scale=smoke"]
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("seed=abc", "seed='abc' is not valid; it must be an integer"),
+    ("seed=", "seed='' is not valid; it must be an integer"),
+    ("seed=1.5", "seed=1.5 is not valid; it must be an integer"),
+    ("seed=1,2.5", "seed=2.5 is not valid; it must be an integer"),
+    ("task.n=1.5", "task.n=1.5 is not valid; it must be an integer"),
+    ("rerun_failed=no", "rerun_failed='no' is not valid; choose one of: true, false"),
+    ("verbose=1", "verbose=1 is not valid; choose one of: true, false"),
+    ("task.nn=5", "task.nn: no such config key; valid keys under task: _target_, dtype, n"),
+    ("methodd=ssla", "methodd: no such config key; valid keys at the top level: artifact,"),
+])
+def test_bad_value_or_key_is_one_line_naming_it(override, message):
+    with pytest.raises(ConfigError) as caught:
+        check_overrides([*BASE, override])
+    assert str(caught.value).startswith(message)
+    assert "\n" not in str(caught.value)
+
+
+def test_interpolated_integer_key_is_checked_against_its_resolved_default():
+    with pytest.raises(ConfigError, match="tune_steps=2.5 is not valid; it must be an integer"):
+        check_overrides(["experiment=ssla/table-2", "method=la", "method.adapter.tune_steps=2.5"])
+
+
+@pytest.mark.parametrize("override", ["seed=7", "seed=1,2", "rerun_failed=true",
+                                      "protocol.dtype=float64", "+extra_key=1"])
+def test_good_values_pass(override):
+    check_overrides([*BASE, override])
+
+
+def test_empty_results_dir_means_the_default(monkeypatch):
+    assert drop_empty_results_dir(["seed=1", "results_dir=", "results_dir=''"]) == ["seed=1"]
+    monkeypatch.setenv("BENCH_RESULTS_DIR", "  ")
+    assert env_or_default("BENCH_RESULTS_DIR", "results") == "results"
+    monkeypatch.setenv("BENCH_RESULTS_DIR", "/scratch/r")
+    assert env_or_default("BENCH_RESULTS_DIR", "results") == "/scratch/r"
