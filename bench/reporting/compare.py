@@ -81,6 +81,10 @@ def _cell_line(spec: ArtifactSpec, protocol: str, key: tuple[str, str],
         if stats["n_failed"]:
             failures = f"{stats['n_failed']} run(s) failed: {_one_line(stats['error'])}"
             verdict = Verdict(verdict.verdict, _join(verdict.cause, failures))
+        if unattributed:
+            failures = (f"{len(unattributed)} failed run(s) produced no cells: "
+                        f"{_one_line(unattributed[0])}")
+            verdict = Verdict(verdict.verdict, _join(verdict.cause, failures))
     if paper is not None:
         paper_text = paper.printed
     else:
@@ -91,7 +95,7 @@ def _cell_line(spec: ArtifactSpec, protocol: str, key: tuple[str, str],
         "n_seeds": stats["n_seeds"], "protocol": protocol, "verdict": verdict.verdict,
         "ours_paper_seed": stats["ours_paper_seed"],
         "paper_stderr": paper.stderr_printed if paper else "",
-        "n_failed": stats["n_failed"], "seeds": stats["seeds"],
+        "n_failed": stats["n_failed"] + len(unattributed), "seeds": stats["seeds"],
         "cause": verdict.cause,
         "unit": paper.unit if paper else "", "n_superseded": stats["n_superseded"],
     }

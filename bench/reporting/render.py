@@ -171,10 +171,26 @@ def latex_report(spec: ArtifactSpec, table: pd.DataFrame, records: list[dict[str
     return "\n".join(parts) + "\n"
 
 
+def _gap_figure(spec: ArtifactSpec, records: list[dict[str, Any]], reason: str):
+    """A figure that states why the artifact's figure cannot be drawn (the gap, shown)."""
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6, 2))
+    failed = sum(r.get("status") != "ok" for r in records)
+    axis.text(0.5, 0.5, f"{spec.paper} {spec.artifact}: no figure\n{failed} of {len(records)} "
+              f"run(s) failed; {reason}", ha="center", va="center", wrap=True)
+    axis.set_axis_off()
+    return figure
+
+
 def _figure_png(spec: ArtifactSpec, records: list[dict[str, Any]]) -> bytes:
     import matplotlib.pyplot as plt
 
-    figure = spec.figure([r for r in records if r.get("status") == "ok"], spec)
+    ok = [r for r in records if r.get("status") == "ok"]
+    try:
+        figure = spec.figure(ok, spec) if ok else _gap_figure(spec, records, "no ok record")
+    except (LookupError, ValueError) as err:
+        figure = _gap_figure(spec, records, f"{type(err).__name__}: {err}")
     buffer = io.BytesIO()
     try:
         figure.savefig(buffer, format="png", dpi=150, bbox_inches="tight")

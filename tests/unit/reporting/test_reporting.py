@@ -312,3 +312,21 @@ def test_paper_seed_column_and_judged_value(records: list[dict], tmp_path: Path)
     render_report(spec, records, tmp_path)
     md = (tmp_path / "ssla" / "table-7.md").read_text()
     assert "ours (seed 0)" in md and "paper seed 0" in md
+
+
+def test_csv_counts_the_failed_runs_the_markdown_counts(records: list[dict]) -> None:
+    table = comparison_table(TABLE_7, records)
+    corrected = table[table.protocol == "corrected"]
+    assert set(corrected["n_failed"]) == {1}
+
+
+def test_figure_of_all_failed_records_renders_the_gap(records: list[dict], tmp_path: Path):
+    def needs_ok_records(ok_records: list[dict], spec) -> matplotlib.figure.Figure:
+        raise LookupError("no record of the full LLA")
+
+    failed = [r for r in records if r["status"] == "failed"]
+    spec = dataclasses.replace(TABLE_7, figure=needs_ok_records)
+    render_report(spec, failed, tmp_path / "none-ok")
+    assert (tmp_path / "none-ok" / "ssla" / "table-7.png").read_bytes().startswith(b"\x89PNG")
+    render_report(spec, records, tmp_path / "raises")
+    assert (tmp_path / "raises" / "ssla" / "table-7.png").read_bytes().startswith(b"\x89PNG")
