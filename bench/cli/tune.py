@@ -56,9 +56,10 @@ def tune(cfg: DictConfig) -> dict[str, Any]:
     function = studies.resolve_target(target)
     study = studies.load_study(cfg.study, str(cfg.storage), cfg.seed, cfg.worker,
                                cfg.direction, settings)
+    stale = studies.fail_stale_trials(study, float(cfg.stale_after_s))
     objective = studies.trial_objective(function, params, seed, options)
     ran = studies.run_remaining(study, objective, cfg.trials)
-    summary = {**studies.summarize(study), "ran": ran,
+    summary = {**studies.summarize(study), "ran": ran, "stale": stale,
                "storage": studies.describe_storage(str(cfg.storage))}
     print(_summary_line(summary, cfg.trials))
     if cfg.export is not None:
@@ -110,6 +111,9 @@ def _summary_line(summary: dict[str, Any], trials: int) -> str:
     line = (f"study {summary['study']}: {summary['finished']}/{trials} trials finished "
             f"({counts['complete']} complete, {counts['fail']} failed, {counts['pruned']} "
             f"pruned), {summary['ran']} run now; storage {summary['storage']}")
+    if summary.get("stale"):
+        line += (f"; {len(summary['stale'])} trial(s) left running by a stopped worker marked "
+                 f"failed: {', '.join(map(str, summary['stale']))}")
     if "best_value" in summary:
         line += (f"; best {summary['best_value']:.6g} at trial {summary['best_trial']}: "
                  f"{summary['best_params']}")

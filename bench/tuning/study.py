@@ -9,10 +9,13 @@ finishes its trial, so the total can be exceeded by at most workers - 1).
 
 from __future__ import annotations
 
+import datetime
 import importlib
 import json
 import math
+import os
 import re
+import socket
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -140,6 +143,7 @@ def trial_objective(function: Callable[..., Any], params: Mapping[str, Mapping[s
     """
 
     def objective(trial: optuna.Trial) -> float:
+        trial.set_user_attr("worker", {"host": socket.gethostname(), "pid": os.getpid()})
         fields = to_fields(params, suggest(trial, params))
         try:
             value = float(function(fields, seed, **options))
@@ -158,6 +162,41 @@ def trial_objective(function: Callable[..., Any], params: Mapping[str, Mapping[s
         return value
 
     return objective
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def is_stale(trial: optuna.trial.FrozenTrial, stale_after_s: float) -> bool:
+    """Whether a RUNNING trial's worker is gone: its process on this host no longer exists,
+    or (another host) the trial started more than ``stale_after_s`` seconds ago."""
+    worker = trial.user_attrs.get("worker") or {}
+    if worker.get("host") == socket.gethostname() and isinstance(worker.get("pid"), int):
+        return not _process_alive(worker["pid"])
+    started = trial.datetime_start
+    if started is None:
+        return True
+    age = datetime.datetime.now() - started
+    return age.total_seconds() > stale_after_s
+
+
+def fail_stale_trials(study: optuna.Study, stale_after_s: float) -> list[int]:
+    """Mark the RUNNING trials of killed workers FAILED (their number is returned)."""
+    failed = []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if is_stale(trial, stale_after_s):
+            study._storage.set_trial_user_attr(trial._trial_id, "error",
+                                               "its worker stopped mid-trial")
+            study._storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+            failed.append(trial.number)
+    return failed
 
 
 def finished_trials(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
