@@ -29,6 +29,7 @@ of step 1 are reconstructed (``shared/data/MANIFEST.md``):
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -60,6 +61,30 @@ class UciDataMissingError(FileNotFoundError):
     """No raw files, no ucimlrepo cache, and ucimlrepo could not download the data set."""
 
 
+class UciDataCorruptError(ValueError):
+    """A raw file exists but is unreadable, incomplete or not the expected copy."""
+
+
+# sha256 of the raw files as UCI distributes them (shared data MANIFEST); a file with another
+# checksum is accepted only when it has UCI's row count (e.g. a re-saved spreadsheet).
+KNOWN_SHA256 = {
+    "auto-mpg.data": "48b830e11feee5572525f8f1691ddb9d38d3d7b7063edcd8fca672c2a5e17d8d",
+    "bupa.data": "a166a3e7a6f4dc41aaaedc59a107e57d8adcaeb8821f0873d756982f1ea74c92",
+    "Concrete_Data.xls": "0233dedd4c6f36b73ce7ffe2dd607eb5373ea74de1fe2a88c1b69fd69fabfad3",
+    "winequality-red.csv": "4a402cf041b025d4566d954c3b9ba8635a3a8a01e039005d97d6a710278cf05e",
+    "winequality-white.csv": "76c3f809815c17c07212622f776311faeb31e87610d52c26d87d6e361b169836",
+    "hour.csv": "e03de4ee4ef4dc376ac6e04bf829673c6269e8eba5c60fa121640fa2f829504f",
+    "airfoil_self_noise.dat": "74c75fd71783f1e6b71f8a622b993dc592897a97cd689c5090a07147a1b097b3",
+    "Daily_Demand_Forecasting_Orders.csv":
+        "2bdfe56c87b584c10ffcc6b4fad12bf0d3bdeb5f867ee0dccb5fd5d65dbf4246",
+    "Real estate valuation data set.xlsx":
+        "61a86326339e6ee9ead2c3c7f8c6f1112555a359fd99f3533396af4ccb02f5a0",
+}
+# A data folder may list its own files' checksums (``sha256sum`` format) in this file; they
+# are then verified against it instead (other copies, generated test files).
+FOLDER_CHECKSUMS = "SHA256SUMS"
+
+
 @dataclass(frozen=True)
 class UciSource:
     """One data set: UCI id, folder under ``<root>/uci``, raw file names, and their reader."""
@@ -69,6 +94,7 @@ class UciSource:
     folder: str
     files: tuple[str, ...]
     reader: Callable[[Sequence[Path]], pd.DataFrame]
+    rows: int
 
     def directory(self, root: Path) -> Path:
         """``<root>/uci/<folder>``."""
@@ -141,17 +167,19 @@ def _rename_by_position(frame: pd.DataFrame, names: list[str], path: Path) -> pd
 UCI_SOURCES: dict[str, UciSource] = {
     source.name: source
     for source in (
-        UciSource("auto_mpg", 9, "auto_mpg", ("auto-mpg.data",), _read_auto_mpg),
-        UciSource("liver", 60, "liver_disorders", ("bupa.data",), _read_liver),
-        UciSource("concrete", 165, "concrete", ("Concrete_Data.xls",), _read_concrete),
+        UciSource("auto_mpg", 9, "auto_mpg", ("auto-mpg.data",), _read_auto_mpg, 398),
+        UciSource("liver", 60, "liver_disorders", ("bupa.data",), _read_liver, 345),
+        UciSource("concrete", 165, "concrete", ("Concrete_Data.xls",), _read_concrete,
+                  1030),
         UciSource("wine", 186, "wine_quality", ("winequality-red.csv", "winequality-white.csv"),
-                  _read_wine),
-        UciSource("bike", 275, "bike_sharing", ("hour.csv",), _read_bike),
-        UciSource("airfoil", 291, "airfoil", ("airfoil_self_noise.dat",), _read_airfoil),
+                  _read_wine, 6497),
+        UciSource("bike", 275, "bike_sharing", ("hour.csv",), _read_bike, 17379),
+        UciSource("airfoil", 291, "airfoil", ("airfoil_self_noise.dat",), _read_airfoil,
+                  1503),
         UciSource("daily_demand", 409, "daily_demand", ("Daily_Demand_Forecasting_Orders.csv",),
-                  _read_daily_demand),
+                  _read_daily_demand, 60),
         UciSource("real_estate", 477, "real_estate", ("Real estate valuation data set.xlsx",),
-                  _read_real_estate),
+                  _read_real_estate, 414),
     )
 }
 
@@ -173,7 +201,7 @@ def load_uci_frame(name: str, root: str | Path | None = None) -> pd.DataFrame:
     folder = source.directory(data_root() if root is None else Path(root))
     paths = [folder / f for f in source.files]
     if all(p.is_file() for p in paths):
-        frame = source.reader(paths)
+        frame = read_verified(source, paths)
         frame.attrs["source"] = "raw files: " + ", ".join(str(p) for p in paths)
         return frame
     cache = folder / UCIMLREPO_CACHE
@@ -194,6 +222,60 @@ def load_uci_frame(name: str, root: str | Path | None = None) -> pd.DataFrame:
     folder.mkdir(parents=True, exist_ok=True)
     frame.to_csv(cache, index=False)
     frame.attrs["source"] = f"ucimlrepo download, cached at {cache}"
+    return frame
+
+
+def sha256_of(path: Path) -> str:
+    """Hex sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def folder_checksums(folder: Path) -> dict[str, str]:
+    """``{file name: sha256}`` from the folder's ``SHA256SUMS`` (empty when there is none)."""
+    listing = folder / FOLDER_CHECKSUMS
+    if not listing.is_file():
+        return {}
+    sums = {}
+    for line in listing.read_text(encoding="utf-8").splitlines():
+        digest, _, name = line.strip().partition(" ")
+        if digest and name:
+            sums[name.strip().lstrip("*")] = digest
+    return sums
+
+
+def read_verified(source: UciSource, paths: Sequence[Path]) -> pd.DataFrame:
+    """Read the raw files, naming the file when one is unreadable, incomplete or altered.
+
+    A file whose sha256 matches the folder's ``SHA256SUMS`` or the known UCI copy is trusted;
+    any other copy must have UCI's row count, else the load stops (a file cut short).
+    """
+    declared = folder_checksums(paths[0].parent)
+    expected = {**KNOWN_SHA256, **declared}
+    unverified = []
+    for path in paths:
+        known = expected.get(path.name)
+        if known is None or sha256_of(path) != known:
+            if path.name in declared:
+                raise UciDataCorruptError(f"{path}: its sha256 differs from the one listed in "
+                                          f"{path.parent / FOLDER_CHECKSUMS}; replace the file")
+            unverified.append(path)
+    try:
+        frame = source.reader(paths)
+    except Exception as err:  # xlrd, openpyxl and pandas raise many kinds on damaged files
+        names = ", ".join(str(p) for p in paths)
+        reason = " ".join(f"{type(err).__name__}: {err}".split())[:300]
+        raise UciDataCorruptError(f"cannot read {names} as UCI {source.name!r}: {reason}; "
+                                  "replace the file(s)") from None
+    if unverified and len(frame) != source.rows:
+        names = ", ".join(str(p) for p in unverified)
+        raise UciDataCorruptError(
+            f"{names}: {len(frame)} data rows where UCI {source.name!r} has {source.rows}, and "
+            "the checksum is not the known copy's: the file is cut short or another version; "
+            "replace it")
     return frame
 
 

@@ -23,7 +23,13 @@ from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from bench.datasets.data_root import data_root
 from bench.datasets.uci import RECIPES, uci_overview, uci_split_indices, uci_splits
-from bench.datasets.uci_raw import UciDataMissingError, load_uci_frame
+from bench.datasets.uci_raw import (
+    FOLDER_CHECKSUMS,
+    UciDataCorruptError,
+    UciDataMissingError,
+    load_uci_frame,
+    sha256_of,
+)
 from bench.harness.errors import ConfigError
 from tests.helpers import SHARED_DATA, compose_config
 
@@ -139,6 +145,9 @@ def _write_fixtures(root: Path) -> None:
     if concrete.is_file():  # writing .xls needs xlwt, which is not a dependency
         (uci / "concrete").mkdir()
         shutil.copy(concrete, uci / "concrete" / concrete.name)
+    for folder in uci.iterdir():  # generated copies declare their checksums
+        sums = [f"{sha256_of(path)}  {path.name}" for path in sorted(folder.iterdir())]
+        (folder / FOLDER_CHECKSUMS).write_text("\n".join(sums) + "\n")
 
 
 @pytest.fixture(scope="module")
@@ -395,3 +404,45 @@ def test_paper_protocol_equals_the_authors_datamodule_bit_for_bit(name):
     for theirs, mine in ((x_tr, ours.x_train), (y_tr, ours.y_train), (x_val, ours.x_val),
                          (y_val, ours.y_val), (x_te, ours.x_test), (y_te, ours.y_test)):
         assert torch.equal(theirs, mine)
+
+
+def _copy_source(tmp_path: Path, folder: str) -> Path:
+    source = SHARED / "uci" / folder
+    if not source.is_dir():
+        pytest.skip("needs the shared UCI files")
+    target = tmp_path / "uci" / folder
+    shutil.copytree(source, target)
+    return target
+
+
+def test_a_file_cut_on_a_line_boundary_is_named(tmp_path):
+    folder = _copy_source(tmp_path, "daily_demand")
+    path = folder / "Daily_Demand_Forecasting_Orders.csv"
+    lines = path.read_bytes().split(b"\r\n")
+    path.write_bytes(b"\r\n".join(lines[:30]) + b"\r\n")
+    with pytest.raises(UciDataCorruptError, match=r"29 data rows where UCI 'daily_demand' has 60"):
+        load_uci_frame("daily_demand", root=tmp_path)
+
+
+@pytest.mark.parametrize("content", [b"", b"\x00\xff garbage \x89PNG" * 50])
+def test_an_unreadable_file_is_named(tmp_path, content):
+    folder = _copy_source(tmp_path, "real_estate")
+    path = folder / "Real estate valuation data set.xlsx"
+    path.write_bytes(content)
+    with pytest.raises(UciDataCorruptError, match="cannot read .*Real estate valuation"):
+        load_uci_frame("real_estate", root=tmp_path)
+
+
+def test_a_truncated_spreadsheet_is_named(tmp_path):
+    folder = _copy_source(tmp_path, "concrete")
+    path = folder / "Concrete_Data.xls"
+    path.write_bytes(path.read_bytes()[:20000])
+    with pytest.raises(UciDataCorruptError, match="Concrete_Data.xls"):
+        load_uci_frame("concrete", root=tmp_path)
+
+
+def test_a_declared_checksum_that_does_not_match_is_named(tmp_path):
+    folder = _copy_source(tmp_path, "liver_disorders")
+    (folder / FOLDER_CHECKSUMS).write_text(f"{'0' * 64}  bupa.data\n")
+    with pytest.raises(UciDataCorruptError, match="bupa.data: its sha256 differs"):
+        load_uci_frame("liver", root=tmp_path)
