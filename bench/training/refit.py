@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from bench.curvature.structures import CurvatureInverse
+from bench.curvature.base import Curvature
 from bench.models.mlp import MLPShape
 
 MAX_ACTIVATIONS = 2**23
@@ -94,12 +94,12 @@ def _sgd_chunk(shape, theta_hat, x, y, x_new, y_new, point_loss, epochs, batch_s
 
 def newton_refits(
     shape: MLPShape, theta_hat: Tensor, x: Tensor, grid: Tensor,
-    h_inverse: CurvatureInverse, noise_variance: float, steps: int = 1, extra_grad=None,
+    precision: Curvature, noise_variance: float, steps: int = 1, extra_grad=None,
 ) -> tuple[Tensor, Tensor]:
     """theta-tilde ``[N * m, q]`` for each test input ``x_i`` and grid value ``grid[i, j]``.
 
     theta-hat is treated as the stationary point of the training log joint, with GGN
-    precision H (``h_inverse`` solves against it). The pseudo-point adds ``u u^T`` with
+    precision H (``precision``, solved against). The pseudo-point adds ``u u^T`` with
     ``u = J(x_i) / sigma`` and the gradient ``u (y - f(x_i)) / sigma``, so the first step is
     closed form in y: ``(H + u u^T)^{-1} u r / sigma`` by Sherman-Morrison. Later steps
     (``steps > 1``) add ``(H + u u^T)^{-1} extra_grad(thetas)``, where ``extra_grad`` is the
@@ -109,13 +109,13 @@ def newton_refits(
     sigma = noise_variance**0.5
     m = grid.shape[-1]
     u = shape.jacobian(theta_hat, x) / sigma
-    hu = h_inverse.solve(u)
+    hu = precision.solve(u)
     su = (u * hu).sum(-1, keepdim=True)
     direction = (hu / (1 + su)).repeat_interleave(m, dim=0)
     residual = (grid - shape.forward_1d(theta_hat, x).unsqueeze(-1)).reshape(-1, 1) / sigma
     theta = theta_hat + residual * direction
     u_rep, hu_rep, su_rep = (t.repeat_interleave(m, dim=0) for t in (u, hu, su))
     for _ in range(steps - 1):
-        hg = h_inverse.solve(extra_grad(theta))
+        hg = precision.solve(extra_grad(theta))
         theta = theta + hg - hu_rep * (u_rep * hg).sum(-1, keepdim=True) / (1 + su_rep)
     return theta, su[:, 0]
