@@ -28,7 +28,7 @@ from bench.curvature.structures import STRUCTURES, empirical_fisher_weights, ggn
 from bench.datasets.regression import RegressionSplits
 from bench.harness.errors import ConfigError, require_choice
 from bench.predictive.densities import QuadratureDensity, kde_bandwidth_gaussian
-from bench.training.refit import batched_outputs, newton_refits, sgd_refits
+from bench.training.refit import SGDRefitSettings, batched_outputs, newton_refits, sgd_refits
 from bench.training.regression_network import TrainedNetwork
 
 PROTOCOLS = ("paper", "corrected")
@@ -236,16 +236,18 @@ class NetworkSSLA(_NetworkLaplaceBase):
         x_rep, y_flat = x.repeat_interleave(m, dim=0), grid.reshape(-1)
         if self.refit == "newton":
             thetas, _ = newton_refits(
-                base.shape, base.theta, x, grid, self._newton_step_precision(),
-                base.noise_variance, self.newton_steps,
-                lambda t: self._gradient_change(t, x_rep, y_flat))
+                shape=base.shape, theta_hat=base.theta, x=x, grid=grid,
+                precision=self._newton_step_precision(), noise_variance=base.noise_variance,
+                steps=self.newton_steps,
+                extra_grad=lambda t: self._gradient_change(t, x_rep, y_flat))
             return thetas
         stream = REFIT_STREAMS.index(self.structure)
         generator = torch.Generator().manual_seed(int(self.seed) * len(REFIT_STREAMS) + stream)
+        settings = SGDRefitSettings(epochs=self.refit_epochs, batch_size=self.refit_batch_size,
+                                    lr=self.refit_lr, patience=self.refit_patience)
         thetas, epochs = sgd_refits(
-            base.shape, base.theta, self.x, self.y, x_rep, y_flat, self._batch_loss,
-            self.refit_epochs, self.refit_batch_size, self.refit_lr, self.refit_patience,
-            generator)
+            shape=base.shape, theta_hat=base.theta, x=self.x, y=self.y, x_new=x_rep,
+            y_new=y_flat, point_loss=self._batch_loss, settings=settings, generator=generator)
         self.last["refit_epochs_mean"] = float(epochs.double().mean())
         return thetas
 
