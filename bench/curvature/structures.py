@@ -4,7 +4,8 @@ The GGN with unit noise is ``sum_i J_i J_i^T`` (J_i the output's gradient at x_i
 (:data:`STRUCTURES`): ``diag`` (its diagonal), ``kfac`` (per layer, the Kronecker product of
 the mean input second moment and the output-gradient second moment, as nngeometry's
 PMatKFAC) and ``dense`` (q x q). A backend computes the GGN's pieces: the flat-parameter MLP
-formulas (:class:`bench.curvature.flat.FlatBackend`).
+formulas (:class:`bench.curvature.flat.FlatBackend`, the default) or curvlinops operators on
+an ``nn.Module`` (:class:`bench.curvature.curvlinops_backend.CurvlinopsBackend`).
 """
 
 from __future__ import annotations
