@@ -11,10 +11,12 @@ models).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
-from bench.curvature.structures import CurvatureInverse
+from bench.curvature.base import Curvature
 from bench.models.mlp import MLPShape
 
 MAX_ACTIVATIONS = 2**23
@@ -36,10 +38,22 @@ def batched_outputs(shape: MLPShape, thetas: Tensor, x: Tensor) -> Tensor:
     return torch.func.vmap(shape.forward_1d)(thetas, x)
 
 
+@dataclass(frozen=True)
+class SGDRefitSettings:
+    """The authors' refit: a fresh Adam(``lr``) for at most ``epochs`` passes over D plus the
+    pseudo-point in minibatches of ``batch_size``, stopped once the last minibatch loss has not
+    improved for ``patience`` epochs; ``chunk`` pseudo-points are refitted at a time."""
+
+    epochs: int
+    batch_size: int
+    lr: float
+    patience: int
+    chunk: int = 1024
+
+
 def sgd_refits(
-    shape: MLPShape, theta_hat: Tensor, x: Tensor, y: Tensor, x_new: Tensor, y_new: Tensor,
-    point_loss, epochs: int, batch_size: int, lr: float, patience: int,
-    generator: torch.Generator, chunk: int = 1024,
+    *, shape: MLPShape, theta_hat: Tensor, x: Tensor, y: Tensor, x_new: Tensor, y_new: Tensor,
+    point_loss, settings: SGDRefitSettings, generator: torch.Generator,
 ) -> tuple[Tensor, Tensor]:
     """theta-tilde ``[R, q]`` and epochs run ``[R]`` for the pseudo-points ``(x_new, y_new)``.
 
@@ -47,31 +61,34 @@ def sgd_refits(
     ``f`` ``[R, b]`` and targets ``[R, b]``.
     """
     results, epochs_run = [], []
-    for start in range(0, len(y_new), chunk):
-        stop = min(start + chunk, len(y_new))
-        theta, ran = _sgd_chunk(shape, theta_hat, x, y, x_new[start:stop], y_new[start:stop],
-                                point_loss, epochs, batch_size, lr, patience, generator)
+    for start in range(0, len(y_new), settings.chunk):
+        stop = min(start + settings.chunk, len(y_new))
+        theta, ran = _sgd_chunk(shape=shape, theta_hat=theta_hat, x=x, y=y,
+                                x_new=x_new[start:stop], y_new=y_new[start:stop],
+                                point_loss=point_loss, settings=settings, generator=generator)
         results.append(theta)
         epochs_run.append(ran)
     return torch.cat(results), torch.cat(epochs_run)
 
 
-def _sgd_chunk(shape, theta_hat, x, y, x_new, y_new, point_loss, epochs, batch_size, lr,
-               patience, generator):
+def _sgd_chunk(*, shape: MLPShape, theta_hat: Tensor, x: Tensor, y: Tensor, x_new: Tensor,
+               y_new: Tensor, point_loss, settings: SGDRefitSettings,
+               generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """One chunk of :func:`sgd_refits`."""
     r, n = len(y_new), len(y) + 1
     xs = torch.cat([x.expand(r, *x.shape), x_new.unsqueeze(1)], dim=1)
     ys = torch.cat([y.expand(r, len(y)), y_new.unsqueeze(1)], dim=1)
     theta = theta_hat.expand(r, -1).clone().requires_grad_(True)
-    optimizer = torch.optim.Adam([theta], lr=lr)
+    optimizer = torch.optim.Adam([theta], lr=settings.lr)
     best = torch.full((r,), torch.inf, dtype=theta.dtype)
     waited = torch.zeros(r, dtype=torch.long)
     active = torch.ones(r, dtype=torch.bool)
     frozen = theta.detach().clone()
     ran = torch.zeros(r, dtype=torch.long)
     rows = torch.arange(r).unsqueeze(1)
-    for _ in range(epochs):
+    for _ in range(settings.epochs):
         order = torch.argsort(torch.rand(r, n, generator=generator), dim=1)
-        for batch in order.split(batch_size, dim=1):
+        for batch in order.split(settings.batch_size, dim=1):
             optimizer.zero_grad()
             outputs = batched_outputs(shape, theta, xs[rows, batch])
             last = point_loss(outputs, ys[rows, batch], theta)
@@ -84,7 +101,7 @@ def _sgd_chunk(shape, theta_hat, x, y, x_new, y_new, point_loss, epochs, batch_s
         improved = loss < best
         best = torch.where(improved & active, loss, best)
         waited = torch.where(improved, torch.zeros_like(waited), waited + 1)
-        newly_stopped = active & (waited >= patience)
+        newly_stopped = active & (waited >= settings.patience)
         frozen[newly_stopped] = theta.detach()[newly_stopped]
         active &= ~newly_stopped
         if not active.any():
@@ -93,13 +110,13 @@ def _sgd_chunk(shape, theta_hat, x, y, x_new, y_new, point_loss, epochs, batch_s
 
 
 def newton_refits(
-    shape: MLPShape, theta_hat: Tensor, x: Tensor, grid: Tensor,
-    h_inverse: CurvatureInverse, noise_variance: float, steps: int = 1, extra_grad=None,
+    *, shape: MLPShape, theta_hat: Tensor, x: Tensor, grid: Tensor, precision: Curvature,
+    noise_variance: float, steps: int = 1, extra_grad=None,
 ) -> tuple[Tensor, Tensor]:
     """theta-tilde ``[N * m, q]`` for each test input ``x_i`` and grid value ``grid[i, j]``.
 
     theta-hat is treated as the stationary point of the training log joint, with GGN
-    precision H (``h_inverse`` solves against it). The pseudo-point adds ``u u^T`` with
+    precision H (``precision``, solved against). The pseudo-point adds ``u u^T`` with
     ``u = J(x_i) / sigma`` and the gradient ``u (y - f(x_i)) / sigma``, so the first step is
     closed form in y: ``(H + u u^T)^{-1} u r / sigma`` by Sherman-Morrison. Later steps
     (``steps > 1``) add ``(H + u u^T)^{-1} extra_grad(thetas)``, where ``extra_grad`` is the
@@ -109,13 +126,13 @@ def newton_refits(
     sigma = noise_variance**0.5
     m = grid.shape[-1]
     u = shape.jacobian(theta_hat, x) / sigma
-    hu = h_inverse.solve(u)
+    hu = precision.solve(u)
     su = (u * hu).sum(-1, keepdim=True)
     direction = (hu / (1 + su)).repeat_interleave(m, dim=0)
     residual = (grid - shape.forward_1d(theta_hat, x).unsqueeze(-1)).reshape(-1, 1) / sigma
     theta = theta_hat + residual * direction
     u_rep, hu_rep, su_rep = (t.repeat_interleave(m, dim=0) for t in (u, hu, su))
     for _ in range(steps - 1):
-        hg = h_inverse.solve(extra_grad(theta))
+        hg = precision.solve(extra_grad(theta))
         theta = theta + hg - hu_rep * (u_rep * hg).sum(-1, keepdim=True) / (1 + su_rep)
     return theta, su[:, 0]

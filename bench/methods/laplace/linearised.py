@@ -32,6 +32,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from bench.curvature.base import Curvature
+from bench.curvature.dense import BlockDiagonal
+from bench.curvature.diagonal import Diagonal
+from bench.curvature.flat import FlatBackend
+from bench.curvature.structures import ggn
 from bench.harness.errors import require_choice
 from bench.models.layered_mlp import LayeredNetwork
 from bench.predictive.densities import Gaussian
@@ -48,90 +53,49 @@ def output_curvature(f: Tensor, likelihood: str, noise_variance: float = 1.0) ->
     return s * (1 - s)
 
 
-def laplace_precision(jacobians: Tensor, curvature: Tensor,
-                      prior_variance: float | Tensor = 1.0) -> Tensor:
-    """``Omega = J^T diag(H) J + diag(v)^-1`` from Jacobian rows ``J`` ``[n, p]`` (eq. 2, C.1)."""
-    omega = jacobians.T @ (curvature.unsqueeze(1) * jacobians)
-    prior_precision = 1.0 / torch.as_tensor(prior_variance, dtype=omega.dtype)
-    omega.diagonal().add_(prior_precision.expand(omega.shape[0]))
-    return omega
+@dataclass(frozen=True)
+class Covariance:
+    """``Sigma`` in eq. (1): the Moore-Penrose inverse of a structured ``precision`` (blocks of
+    ``Omega``, zero outside them, or ``Omega``'s diagonal)."""
 
-
-@dataclass
-class BlockCovariance:
-    """``Sigma = sum_B [(Omega_BB)^-1]^0`` over disjoint index blocks ``B`` (zero elsewhere).
-
-    One block of all indices is the full LLA covariance ``Omega^-1``; one block ``S`` is the
-    subnetwork surrogate ``pinv([Omega_SS]^0)``; one block per layer is Block Laplace. Each
-    block keeps the lower Cholesky factor of ``Omega_BB``; variances are triangular solves.
-    """
-
-    n_params: int
-    blocks: tuple[Tensor, ...]
-    cholesky_factors: tuple[Tensor, ...]
+    precision: Curvature
 
     def function_variance(self, jacobians: Tensor) -> Tensor:
         """``g^T Sigma g`` for each Jacobian row ``g`` of ``jacobians`` ``[m, p]``."""
-        total = jacobians.new_zeros(jacobians.shape[0])
-        for index, chol in zip(self.blocks, self.cholesky_factors, strict=True):
-            whitened = torch.linalg.solve_triangular(chol, jacobians[:, index].T, upper=False)
-            total = total + (whitened**2).sum(0)
-        return total
+        return self.precision.inverse_quadratic_form(jacobians)
 
     def dense(self) -> Tensor:
         """The ``p x p`` covariance (for tests and parameter-space distances)."""
-        dtype = self.cholesky_factors[0].dtype if self.cholesky_factors else torch.float64
-        sigma = torch.zeros(self.n_params, self.n_params, dtype=dtype)
-        for index, chol in zip(self.blocks, self.cholesky_factors, strict=True):
-            sigma[index.unsqueeze(1), index.unsqueeze(0)] = torch.cholesky_inverse(chol)
-        return sigma
+        diagonal = self.precision.diagonal()
+        return self.precision.solve(torch.diag(torch.ones_like(diagonal)))
 
 
-@dataclass
-class DiagonalCovariance:
-    """``Sigma = diag(variances)``; PrecisionDiag uses ``variances = 1 / diag(Omega)``."""
-
-    variances: Tensor
-
-    def function_variance(self, jacobians: Tensor) -> Tensor:
-        """``g^T Sigma g`` for each Jacobian row ``g`` of ``jacobians`` ``[m, p]``."""
-        return (jacobians**2 * self.variances).sum(1)
-
-    def dense(self) -> Tensor:
-        """The ``p x p`` covariance."""
-        return torch.diag(self.variances)
+def block_covariance(omega: Tensor, blocks: list[Tensor]) -> Covariance:
+    """``sum_B [(Omega_BB)^-1]^0`` for disjoint index tensors ``blocks``: one block of all
+    indices is the full LLA covariance, one block ``S`` the subnetwork surrogate, one block per
+    layer Block Laplace. Variances are triangular solves with each block's Cholesky factor."""
+    return Covariance(BlockDiagonal.of(omega, blocks))
 
 
-Covariance = BlockCovariance | DiagonalCovariance
-
-
-def block_covariance(omega: Tensor, blocks: list[Tensor]) -> BlockCovariance:
-    """``sum_B [(Omega_BB)^-1]^0`` for disjoint index tensors ``blocks``."""
-    factors = []
-    for index in blocks:
-        factors.append(torch.linalg.cholesky(omega[index.unsqueeze(1), index.unsqueeze(0)]))
-    return BlockCovariance(omega.shape[0], tuple(blocks), tuple(factors))
-
-
-def full_covariance(omega: Tensor) -> BlockCovariance:
+def full_covariance(omega: Tensor) -> Covariance:
     """The full LLA covariance ``Omega^-1`` (eq. 1)."""
     return block_covariance(omega, [torch.arange(omega.shape[0])])
 
 
-def subnetwork_covariance(omega: Tensor, subset: Tensor) -> BlockCovariance:
+def subnetwork_covariance(omega: Tensor, subset: Tensor) -> Covariance:
     """``pinv([Omega_SS]^0) = [(Omega_SS)^-1]^0``: theta_S's covariance given the rest at MAP."""
     return block_covariance(omega, [torch.as_tensor(subset, dtype=torch.long)])
 
 
-def layer_block_covariance(omega: Tensor, network: LayeredNetwork) -> BlockCovariance:
+def layer_block_covariance(omega: Tensor, network: LayeredNetwork) -> Covariance:
     """Block Laplace: one block per linear layer (weight and bias), inverted separately."""
     blocks = [torch.arange(part.start, part.stop) for part in network.layer_slices()]
     return block_covariance(omega, blocks)
 
 
-def precision_diagonal_covariance(omega: Tensor) -> DiagonalCovariance:
+def precision_diagonal_covariance(omega: Tensor) -> Covariance:
     """PrecisionDiag: ``Sigma = diag(1 / Omega_ii)``."""
-    return DiagonalCovariance(1.0 / omega.diagonal())
+    return Covariance(Diagonal(omega.diagonal()))
 
 
 @dataclass
@@ -166,14 +130,15 @@ class LinearisedLaplace:
 
 def fit_linearised_laplace(network: LayeredNetwork, theta: Tensor, x_train: Tensor,
                            likelihood: str, noise_variance: float = 1.0,
-                           prior_variance: float | Tensor = 1.0) -> LinearisedLaplace:
-    """LLA at ``theta`` from the training inputs (the GGN needs no targets)."""
+                           prior_variance: float = 1.0) -> LinearisedLaplace:
+    """LLA at ``theta`` from the training inputs (the GGN needs no targets): ``Omega`` is the
+    dense GGN weighted by the output curvature ``H_n``, plus the prior precision (eq. 2, C.1)."""
     require_choice("likelihood", likelihood, LIKELIHOODS)
-    jacobians = network.jacobian(theta, x_train)
     with torch.no_grad():
         f = network.forward(theta, x_train)
-    curvature = output_curvature(f, likelihood, noise_variance)
-    omega = laplace_precision(jacobians, curvature, prior_variance)
+    weights = output_curvature(f, likelihood, noise_variance)
+    precision = ggn(FlatBackend(network, theta), x_train, "dense", weights)
+    omega = precision.scaled(1.0, 1.0 / prior_variance).to_dense()
     return LinearisedLaplace(network, theta, omega, likelihood, noise_variance)
 
 

@@ -22,15 +22,20 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from bench.curvature.structures import STRUCTURES, Curvature, empirical_fisher_weights, ggn
+from bench.curvature.base import Curvature
+from bench.curvature.flat import FlatBackend
+from bench.curvature.structures import STRUCTURES, empirical_fisher_weights, ggn
 from bench.datasets.regression import RegressionSplits
 from bench.harness.errors import ConfigError, require_choice
 from bench.predictive.densities import QuadratureDensity, kde_bandwidth_gaussian
-from bench.training.refit import batched_outputs, newton_refits, sgd_refits
+from bench.training.refit import SGDRefitSettings, batched_outputs, newton_refits, sgd_refits
 from bench.training.regression_network import TrainedNetwork
 
 PROTOCOLS = ("paper", "corrected")
 CURVATURES = ("ggn", "empirical_fisher")
+# The SGD refits draw from generator stream ``seed * 3 + index`` of their structure here, fixed
+# apart from the structure registry so that a new structure moves no existing draws.
+REFIT_STREAMS = ("diag", "kfac", "dense")
 PAPER_NOISE_VARIANCE = 0.5
 FLOAT32_TINY_LOG = math.log(2.0**-149)
 FLOAT32_MAX_LOG = math.log(torch.finfo(torch.float32).max)
@@ -66,11 +71,10 @@ class _NetworkLaplaceBase:
         self.x, self.y = splits.x_train.to(dtype), splits.y_train[:, 0].to(dtype)
         self.y_std = float(self.y.std(unbiased=False))
         self.ggn = self._training_curvature(base.theta)
-        self._dense_inverse = None
+        self._newton_precision = None
         n = len(self.y)
         if self.protocol == "corrected":
             self.precision = self.ggn.scaled(1 / base.noise_variance, base.prior_precision)
-            self.h_inverse = self.precision.inverse()
         return {"n_params": base.shape.n_params, "n_train": n}
 
     def _weights(self, residuals: Tensor) -> Tensor | None:
@@ -88,7 +92,12 @@ class _NetworkLaplaceBase:
         weights = None
         if self.curvature != "ggn":
             weights = self._weights(self.y - self.base.shape.forward_1d(theta, self.x))
-        return ggn(self.base.shape, theta, self.x, self.structure, weights)
+        return self._ggn(theta, self.x, weights)
+
+    def _ggn(self, theta: Tensor, x: Tensor, weights: Tensor | None,
+             structure: str | None = None) -> Curvature:
+        """The (weighted) unit-noise GGN at ``theta`` over ``x``, in ``self.structure``."""
+        return ggn(FlatBackend(self.base.shape, theta), x, structure or self.structure, weights)
 
     def _point_weights(self, thetas: Tensor, x: Tensor, y: Tensor) -> Tensor:
         """The curvature weight of each pseudo-point ``(x_r, y_r)`` at ``theta_r`` (ones for
@@ -113,11 +122,12 @@ class _NetworkLaplaceBase:
         return _gaussian_log_pdf(y, f, self.base.noise_variance)
 
     def _u_inv_u(self, thetas: Tensor, x: Tensor) -> Tensor:
-        """``J^T H^-1 J / sigma^2`` of each point ``x_r`` at ``theta_r`` (corrected curvature)."""
+        """``J^T H^-1 J / sigma^2`` of each point ``x_r`` at ``theta_r`` (corrected curvature),
+        as ``u . H^-1 u`` through a solve (the operation order the golden cells hold)."""
         shape = self.base.shape
         u = torch.func.vmap(lambda t, xi: shape.jacobian(t, xi.unsqueeze(0))[0])(thetas, x)
         u = u / self.base.noise_variance**0.5
-        return (u * self.h_inverse.solve(u)).sum(-1)
+        return (u * self.precision.solve(u)).sum(-1)
 
     def _grid(self, x: Tensor, m: int) -> tuple[Tensor, Tensor, Tensor | None]:
         """Plug-in predictions ``[N]``, the candidate-y grid ``[N, m]`` and, for the corrected
@@ -174,7 +184,7 @@ class NetworkASSLA(_NetworkLaplaceBase):
         n, eps, m = len(self.y), 1e-6, grid.shape[-1]
         x_rows = x.repeat_interleave(m, dim=0)
         weights = self._weights((grid - y_hat.unsqueeze(-1)).reshape(-1))
-        grid_ggn = ggn(self.base.shape, self.base.theta, x_rows, self.structure, weights)
+        grid_ggn = self._ggn(self.base.theta, x_rows, weights)
         divisor = len(x) * m * x.shape[1]
         train_blocks = self.ggn.scaled(1 / n, eps).diagonal_blocks()
         grid_blocks = grid_ggn.scaled(1 / (len(x_rows) * divisor)).diagonal_blocks()
@@ -226,19 +236,22 @@ class NetworkSSLA(_NetworkLaplaceBase):
         x_rep, y_flat = x.repeat_interleave(m, dim=0), grid.reshape(-1)
         if self.refit == "newton":
             thetas, _ = newton_refits(
-                base.shape, base.theta, x, grid, self._newton_step_inverse(), base.noise_variance,
-                self.newton_steps, lambda t: self._gradient_change(t, x_rep, y_flat))
+                shape=base.shape, theta_hat=base.theta, x=x, grid=grid,
+                precision=self._newton_step_precision(), noise_variance=base.noise_variance,
+                steps=self.newton_steps,
+                extra_grad=lambda t: self._gradient_change(t, x_rep, y_flat))
             return thetas
-        stream = STRUCTURES.index(self.structure)
-        generator = torch.Generator().manual_seed(int(self.seed) * len(STRUCTURES) + stream)
+        stream = REFIT_STREAMS.index(self.structure)
+        generator = torch.Generator().manual_seed(int(self.seed) * len(REFIT_STREAMS) + stream)
+        settings = SGDRefitSettings(epochs=self.refit_epochs, batch_size=self.refit_batch_size,
+                                    lr=self.refit_lr, patience=self.refit_patience)
         thetas, epochs = sgd_refits(
-            base.shape, base.theta, self.x, self.y, x_rep, y_flat, self._batch_loss,
-            self.refit_epochs, self.refit_batch_size, self.refit_lr, self.refit_patience,
-            generator)
+            shape=base.shape, theta_hat=base.theta, x=self.x, y=self.y, x_new=x_rep,
+            y_new=y_flat, point_loss=self._batch_loss, settings=settings, generator=generator)
         self.last["refit_epochs_mean"] = float(epochs.double().mean())
         return thetas
 
-    def _newton_step_inverse(self):
+    def _newton_step_precision(self) -> Curvature:
         """The dense GGN precision for the Newton steps, whatever ``structure`` is.
 
         The structure is the Laplace curvature approximation (the log-det term); the refit
@@ -247,13 +260,11 @@ class NetworkSSLA(_NetworkLaplaceBase):
         training log joint then punishes every grid value but the centre (a predictive far
         too narrow). Built once per fit.
         """
-        if self.structure == "dense":
-            return self.h_inverse
-        if self._dense_inverse is None:
-            dense = ggn(self.base.shape, self.base.theta, self.x, "dense")
-            self._dense_inverse = dense.scaled(1 / self.base.noise_variance,
-                                               self.base.prior_precision).inverse()
-        return self._dense_inverse
+        if self._newton_precision is None:
+            dense = self._ggn(self.base.theta, self.x, None, "dense")
+            self._newton_precision = dense.scaled(1 / self.base.noise_variance,
+                                                  self.base.prior_precision)
+        return self._newton_precision
 
     def _batch_loss(self, f: Tensor, y: Tensor, thetas: Tensor) -> Tensor:
         if self.protocol == "paper":
@@ -302,48 +313,17 @@ class NetworkSSLA(_NetworkLaplaceBase):
         already below it, the bound is returned instead of the exact value: both give the
         authors' ``log(0 + 1e-6)``, and the K-FAC blocks need no dense slogdet.
         """
-        shape, n = self.base.shape, len(self.y)
-        if self.structure == "dense" and n + 1 < shape.n_params:
+        n = len(self.y)
+        if STRUCTURES[self.structure].exact_ggn and n + 1 < self.base.shape.n_params:
             return torch.tensor(-torch.inf, dtype=theta.dtype)
         with torch.no_grad():
             train = self._training_curvature(theta).scaled(1 / n)
             weight = self._point_weights(theta.unsqueeze(0), x_new.unsqueeze(0), y_new.reshape(1))
-            point = ggn(shape, theta, x_new.unsqueeze(0), self.structure, weight)
-            bound = _hadamard_log_bound(train, point)
+            point = self._ggn(theta, x_new.unsqueeze(0), weight)
+            bound = torch.log(train.diagonal() + point.diagonal()).sum()
             if bound < FLOAT32_TINY_LOG - 1.0:
                 return bound
-            return _sum_logdet(train, point)
-
-
-def _hadamard_log_bound(train: Curvature, point: Curvature) -> Tensor:
-    """Sum of the log diagonal of the sum of two curvatures: an upper bound on its log det."""
-    if train.structure == "diag":
-        diagonal = train.scale * train.parts + point.parts
-    elif train.structure == "dense":
-        diagonal = torch.diagonal(train.to_dense() + point.to_dense())
-    else:
-        diagonal = torch.cat([
-            (torch.outer(torch.diagonal(g), torch.diagonal(a)) * train.scale
-             + torch.outer(torch.diagonal(g_x), torch.diagonal(a_x))).flatten()
-            for (a, g), (a_x, g_x) in zip(train.parts, point.parts, strict=True)])
-    return torch.log(diagonal).sum()
-
-
-def _sum_logdet(train: Curvature, point: Curvature) -> Tensor:
-    """log det of the sum of two curvatures of the same structure."""
-    if train.structure == "diag":
-        return torch.log(train.scale * train.parts + point.parts).sum()
-    if train.structure == "dense":
-        sign, value = torch.linalg.slogdet(train.to_dense() + point.to_dense())
-        return value if sign > 0 else torch.tensor(-torch.inf, dtype=value.dtype)
-    total = torch.zeros((), dtype=train.parts[0][0].dtype)
-    for (a, g), (a_x, g_x) in zip(train.parts, point.parts, strict=True):
-        block = torch.kron(g * train.scale, a) + torch.kron(g_x, a_x)
-        sign, value = torch.linalg.slogdet(block)
-        if sign <= 0:
-            return torch.tensor(-torch.inf, dtype=value.dtype)
-        total = total + value
-    return total
+            return train.plus(point).logdet()
 
 
 def _gaussian_log_pdf(y: Tensor, mean: Tensor, variance: float) -> Tensor:

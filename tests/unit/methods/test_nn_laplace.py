@@ -6,16 +6,14 @@ import math
 
 import numpy as np
 import properscoring
-import pytest
 import torch
 from scipy import stats
 
-from bench.curvature.structures import Curvature, ggn
 from bench.datasets.regression import RegressionSplits
 from bench.methods.laplace.laplace_torch import LaplaceTorchMethod
 from bench.methods.ssla.network import NetworkASSLA, NetworkSSLA
 from bench.metrics.regression import coverage, crps, nll
-from bench.models.mlp import MLPShape, init_parameters
+from bench.models.mlp import MLPShape
 from bench.predictive.densities import Gaussian, kde_bandwidth_gaussian
 from bench.training.regression_network import TrainedNetwork
 
@@ -84,23 +82,6 @@ def test_assla_is_the_plugin_when_curvature_ignores_y():
                                    rtol=1e-9, atol=0)
 
 
-@pytest.mark.parametrize("structure", ["diag", "kfac", "dense"])
-def test_curvature_solve_and_logdet_match_the_dense_matrix(structure):
-    shape = MLPShape((2, 5, 4, 1), "tanh")
-    theta = init_parameters(shape, torch.Generator().manual_seed(1), torch.float64)
-    x = torch.randn(30, 2, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
-    curvature = ggn(shape, theta, x, structure).scaled(2.0, 0.5)
-    dense = curvature.to_dense()
-    rhs = torch.randn(3, shape.n_params, generator=torch.Generator().manual_seed(3),
-                      dtype=torch.float64)
-    torch.testing.assert_close(curvature.inverse().solve(rhs), torch.linalg.solve(dense, rhs.T).T)
-    torch.testing.assert_close(curvature.logdet(), torch.logdet(dense))
-    if structure == "dense":
-        jac = torch.func.jacrev(lambda t: shape.forward_1d(t, x))(theta)
-        torch.testing.assert_close(dense, 2.0 * jac.T @ jac + 0.5 * torch.eye(shape.n_params,
-                                                                           dtype=torch.float64))
-
-
 def test_kde_bandwidth_summary_matches_scipy_gaussian_kde():
     grid = torch.linspace(-2, 2, 30, dtype=torch.float64)
     log_values = -(grid - 0.3) ** 2 + 0.1 * torch.sin(5 * grid)
@@ -159,30 +140,6 @@ def test_heteroscedastic_toy_has_the_papers_split_and_fresh_test_points():
     assert abs(float(fresh.y_test.mean())) < 0.3
 
 
-@pytest.mark.parametrize("structure", ["diag", "kfac", "dense"])
-def test_weighted_curvature_matches_weighted_outer_products(structure):
-    shape = MLPShape((2, 4, 3, 1), "tanh")
-    theta = init_parameters(shape, torch.Generator().manual_seed(4), torch.float64)
-    x = torch.randn(12, 2, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
-    weights = torch.rand(12, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
-    jac = torch.func.jacrev(lambda t: shape.forward_1d(t, x))(theta)
-    weighted = ggn(shape, theta, x, structure, weights).to_dense()
-    if structure == "dense":
-        expected = jac.T @ (weights[:, None] * jac)
-    elif structure == "diag":
-        expected = torch.diag((weights[:, None] * jac**2).sum(0))
-    else:
-        inputs, grads = shape.layer_inputs_and_output_grads(theta, x)
-        blocks = []
-        for a, g in zip(inputs, grads, strict=True):
-            a1 = torch.cat([a, torch.ones_like(a[:, :1])], dim=1)
-            unweighted = ggn(shape, theta, x, "kfac").parts[len(blocks)]
-            torch.testing.assert_close(unweighted[0], a1.T @ a1 / 12)
-            blocks.append((a1.T @ a1 / 12, g.T @ (weights[:, None] * g)))
-        expected = Curvature("kfac", shape, blocks).to_dense()
-    torch.testing.assert_close(weighted, expected)
-
-
 def test_empirical_fisher_assla_increment_is_the_determinant_lemma_and_depends_on_y():
     splits, base, *_ = _linear_problem()
     method = NetworkASSLA(structure="dense", protocol="corrected", curvature="empirical_fisher")
@@ -205,22 +162,6 @@ def test_empirical_fisher_assla_increment_is_the_determinant_lemma_and_depends_o
             assert math.isclose(float(log_values[i, k]), plugin + float(increment), rel_tol=1e-10)
     shift = log_values - torch.distributions.Normal(y_hat[:, None], SIGMA2**0.5).log_prob(grid)
     assert float(shift.max() - shift.min()) > 1e-3
-
-
-@pytest.mark.parametrize("structure", ["diag", "kfac", "dense"])
-def test_hadamard_bound_is_an_upper_bound_on_the_refit_logdet(structure):
-    from bench.methods.ssla.network import _hadamard_log_bound, _sum_logdet
-
-    shape = MLPShape((2, 4, 3, 1), "tanh")
-    theta = init_parameters(shape, torch.Generator().manual_seed(7), torch.float64)
-    x = torch.randn(40, 2, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
-    train = ggn(shape, theta, x, structure).scaled(1 / 40)
-    point = ggn(shape, theta, x[:1], structure)
-    exact = _sum_logdet(train, point)
-    bound = _hadamard_log_bound(train, point)
-    assert torch.isfinite(exact) and exact <= bound + 1e-10
-    if structure == "diag":
-        torch.testing.assert_close(exact, bound)
 
 
 def test_map_polish_makes_theta_hat_stationary():

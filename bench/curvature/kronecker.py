@@ -1,0 +1,134 @@
+"""K-FAC: per layer, the Kronecker product of an input and an output-gradient factor.
+
+A layer's parameters (weight ``[out, in]`` row-major, then bias) are read as the matrix
+``V = [W | b]`` ``[out, in + 1]``; the block is ``G kron A`` acting on ``V`` row-major, i.e.
+``V -> G V A``. With eigendecompositions of ``A`` and ``G`` every operation on
+``scale * (G kron A) + shift * I`` costs factor-sized work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import torch
+from torch import Tensor
+
+from bench.curvature.base import Curvature, GGNBackend
+from bench.curvature.dense import BlockDiagonal
+
+
+@dataclass(frozen=True)
+class Kronecker(Curvature):
+    """``scale * blockdiag_l(G_l kron A_l) + shift * I`` from ``factors = ((A_l, G_l), ...)``
+    (``A_l`` ``[in + 1, in + 1]``, ``G_l`` ``[out, out]``), as nngeometry's PMatKFAC."""
+
+    factors: tuple[tuple[Tensor, Tensor], ...]
+
+    @classmethod
+    def from_backend(cls, backend: GGNBackend, x: Tensor, weights: Tensor | None) -> Kronecker:
+        """K-FAC of the GGN (the weights enter the output-gradient factor only)."""
+        return cls(tuple(backend.kronecker_factors(x, weights)))
+
+    @property
+    def n_params(self) -> int:
+        """Number of parameters q."""
+        return sum(a.shape[0] * g.shape[0] for a, g in self.factors)
+
+    def _layers(self):
+        """Per layer: start offset in the parameter vector, fan_in, fan_out."""
+        start = 0
+        for a, g in self.factors:
+            yield start, a.shape[0] - 1, g.shape[0]
+            start += a.shape[0] * g.shape[0]
+
+    def to_dense(self) -> Tensor:
+        """The q x q matrix."""
+        m = torch.block_diag(*[_kfac_block_dense(a, g) for a, g in self.factors])
+        return self.scale * m + self.shift * torch.eye(m.shape[0], dtype=m.dtype)
+
+    def diagonal(self) -> Tensor:
+        """The diagonal ``[q]``: ``G_oo A_ii`` per entry ``(o, i)`` of ``V``."""
+        return torch.cat([
+            _layer_vector(self.scale * torch.outer(g.diagonal(), a.diagonal()) + self.shift)
+            for a, g in self.factors])
+
+    def diagonal_blocks(self) -> list[Tensor]:
+        """One dense block per layer, in parameter order."""
+        blocks = []
+        for a, g in self.factors:
+            block = self.scale * _kfac_block_dense(a, g)
+            blocks.append(block + self.shift * torch.eye(block.shape[0], dtype=block.dtype))
+        return blocks
+
+    def _spectrum(self, eig_a: Tensor, eig_g: Tensor) -> Tensor:
+        """Eigenvalues of one block ``[out, in + 1]`` from its factors' (clamped at 0)."""
+        return self.scale * torch.outer(eig_g.clamp(min=0), eig_a.clamp(min=0)) + self.shift
+
+    def logdet(self) -> Tensor:
+        """Sum of the log eigenvalues ``scale * lambda_G lambda_A + shift``."""
+        total = torch.zeros((), dtype=self.factors[0][0].dtype)
+        for a, g in self.factors:
+            spectrum = self._spectrum(torch.linalg.eigvalsh(a), torch.linalg.eigvalsh(g))
+            total = total + torch.log(spectrum).sum()
+        return total
+
+    @cached_property
+    def _eigen(self) -> list[tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]]:
+        return [(torch.linalg.eigh(a), torch.linalg.eigh(g)) for a, g in self.factors]
+
+    def _per_layer(self, v: Tensor, transform) -> Tensor:
+        """``transform(V, (la, qa), (lg, qg))`` on each layer's matrix of ``v`` ``[..., q]``."""
+        out = []
+        for (start, fan_in, fan_out), (eig_a, eig_g) in zip(self._layers(), self._eigen,
+                                                             strict=True):
+            block = _layer_matrix(v[..., start:start + fan_out * (fan_in + 1)], fan_in, fan_out)
+            out.append(_layer_vector(transform(block, eig_a, eig_g)))
+        return torch.cat(out, dim=-1)
+
+    def solve(self, b: Tensor) -> Tensor:
+        """``H^-1 b`` in the factors' eigenbases."""
+        def solve_layer(block, eig_a, eig_g):
+            (la, qa), (lg, qg) = eig_a, eig_g
+            rotated = qg.T @ block @ qa
+            return qg @ (rotated / self._spectrum(la, lg)) @ qa.T
+        return self._per_layer(b, solve_layer)
+
+    def inverse_sqrt(self, z: Tensor) -> Tensor:
+        """``Q diag(lambda)^-1/2 z`` with ``Q = Q_G kron Q_A``."""
+        def sqrt_layer(block, eig_a, eig_g):
+            (la, qa), (lg, qg) = eig_a, eig_g
+            return qg @ (block / self._spectrum(la, lg).sqrt()) @ qa.T
+        return self._per_layer(z, sqrt_layer)
+
+    def plus(self, other: Kronecker) -> BlockDiagonal:
+        """The exact sum, per layer ``G kron A + G' kron A'`` (no longer a Kronecker product),
+        as dense layer blocks in the ``V`` row-major order of the factors."""
+        index, blocks = [], []
+        for (start, fan_in, fan_out), (a, g), (a_x, g_x) in zip(
+                self._layers(), self.factors, other.factors, strict=True):
+            size = fan_out * (fan_in + 1)
+            index.append(start + _layer_matrix(torch.arange(size), fan_in, fan_out).flatten())
+            blocks.append(torch.kron(g * self.scale, a) + torch.kron(g_x * other.scale, a_x))
+        return BlockDiagonal(tuple(index), tuple(blocks), self.n_params,
+                             shift=self.shift + other.shift)
+
+
+def _layer_matrix(v: Tensor, fan_in: int, fan_out: int) -> Tensor:
+    """Layer parameters (weight row-major, then bias) as ``[..., fan_out, fan_in + 1]``."""
+    weight = v[..., : fan_in * fan_out].reshape(*v.shape[:-1], fan_out, fan_in)
+    return torch.cat([weight, v[..., fan_in * fan_out:].unsqueeze(-1)], dim=-1)
+
+
+def _layer_vector(m: Tensor) -> Tensor:
+    """Inverse of :func:`_layer_matrix`."""
+    return torch.cat([m[..., :-1].flatten(-2), m[..., -1]], dim=-1)
+
+
+def _kfac_block_dense(a: Tensor, g: Tensor) -> Tensor:
+    """The K-FAC block ``G kron A`` permuted into the parameter order."""
+    fan_out, fan_in = g.shape[0], a.shape[0] - 1
+    full = torch.kron(g, a)
+    index = torch.arange(fan_out * (fan_in + 1)).reshape(fan_out, fan_in + 1)
+    order = _layer_vector(index)
+    return full[order][:, order]
