@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import socket
 import sys
-import time
 import traceback
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +30,7 @@ from bench.harness.records import (
     write_record_atomically,
 )
 from bench.harness.result import TaskResult
+from bench.harness.timing import Stopwatch
 
 
 class NonFiniteResult(RuntimeError):
@@ -100,9 +100,9 @@ def execute(cfg: DictConfig, cli_overrides: list[str] | None = None) -> dict[str
             print(f"skip {cfg.name} [{existing['status']}] {folder}")
             return existing
 
-    started, t0 = _now(), time.perf_counter()
+    started, watch = _now(), Stopwatch()
     result, error, trace = _run_task(cfg)
-    total = time.perf_counter() - t0
+    total = watch.elapsed()
     result = result or TaskResult()
     record = {
         "schema_version": SCHEMA_VERSION,
