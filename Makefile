@@ -11,7 +11,7 @@ SSLA_ARTIFACTS := figure-1 figure-2 figure-3 table-1 table-2 table-3 table-4 tab
 SUBNET_ARTIFACTS := figure-1 figure-2
 IMPLEMENTED := $(addprefix ssla/,$(SSLA_ARTIFACTS) blr) $(addprefix subnet/,$(SUBNET_ARTIFACTS))
 
-.PHONY: help install test test-all lint reproduce-all reports report-index clean-venv \
+.PHONY: help install lock test test-all lint reproduce-all reports report-index clean-venv \
 	$(addprefix reproduce-,$(SSLA_ARTIFACTS)) $(addprefix reproduce-ssla-,$(SSLA_ARTIFACTS) blr)
 
 # reproduce-<paper>-<artifact>: run the experiment's jobs at SCALE, then render its report.
@@ -26,13 +26,29 @@ $(foreach a,$(SSLA_ARTIFACTS),$(eval reproduce-$(a): reproduce-ssla-$(a)))
 help:  ## List the make targets
 	@grep -E '^[a-zA-Z0-9_%.-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
 
-$(VENV)/.installed: pyproject.toml
+# The whole resolved environment comes from requirements.lock (exact versions, so numbers do
+# not move between machines); the project itself is then added without touching them.
+$(VENV)/.installed: requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
-	$(BIN)/pip install -e '.[test]'
+	$(BIN)/pip install -r requirements.lock
+	$(BIN)/pip install --no-deps -e .
 	touch $@
 
-install: $(VENV)/.installed  ## Create .venv and install the project with test extras
+install: $(VENV)/.installed  ## Create .venv from requirements.lock and install the project
+
+# uv 0.13.9 wrote requirements.lock; the same release re-resolves it the same way.
+UV_VERSION := 0.13.9
+# e.g. LOCK_FLAGS="--upgrade-package optuna"; by default every pin already in the lock is kept.
+LOCK_FLAGS ?=
+$(BIN)/uv:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install uv==$(UV_VERSION)
+
+lock: $(BIN)/uv  ## Re-resolve requirements.lock from pyproject.toml (Python 3.11, test extra)
+	$(BIN)/uv pip compile --quiet pyproject.toml --extra test --python-version 3.11 $(LOCK_FLAGS) \
+		-o requirements.lock
+
 
 test: $(VENV)/.installed  ## Fast test suite (excludes tests marked slow)
 	$(BIN)/pytest -m "not slow" -q
