@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import torch
 from torch import Tensor
 
 from bench.harness.rng import make_generator
-from bench.harness.timing import best_of
+from bench.harness.timing import Stopwatch, timed
 from bench.methods.laplace.subset_selection import (
     greedy_subnet_indices,
     naive_greedy_subnet_indices,
@@ -58,7 +57,7 @@ def greedy_timing(p_values, k_values, repeats: int = 3, seed: int = 0,
                     if t_prev * (p / p_prev) ** 3 > naive_budget_s:
                         row[key] = None
                         continue
-                row[key], indices = best_of(lambda s=selector, m=omega, k=k: s(m, k), repeats)
+                row[key], indices = timed(lambda s=selector, m=omega, k=k: s(m, k), repeats)
                 chosen.append(indices)
                 if key == "naive_s":
                     last_naive[k] = (p, row[key])
@@ -120,8 +119,9 @@ def markdown_report(rows: list[dict], args: argparse.Namespace, wall_s: float,
         "# Subnetwork Laplace: Greedy-Laplace selection time", "",
         f"`python -m bench.benchmarks.subset_selection --p {' '.join(map(str, args.p))} --k "
         f"{' '.join(map(str, args.k))} --repeats {args.repeats} --threads {args.threads}` "
-        f"(torch {torch.__version__}, {args.threads} thread(s), float64, best of "
-        f"{args.repeats}; {wall_s:.0f} s in all; 1-minute load average {load_average:.1f} "
+        f"(torch {torch.__version__}, {args.threads} thread(s), float64, median of "
+        f"{args.repeats} after one warm-up call; {wall_s:.0f} s in all; 1-minute load average "
+        f"{load_average:.1f} "
         f"on {os.cpu_count()} cores at the start, so absolute times include contention).", "",
         "Precision: `J^T J + I` with `J` `[p/2, p]` standard normal. `greedy` is Algorithm 1 "
         "with the Step-5 rank-one Schur downdate; `partial_cholesky` computes the same "
@@ -153,9 +153,9 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     load_average = os.getloadavg()[0]
-    start = time.perf_counter()
-    rows = greedy_timing(args.p, args.k, args.repeats, args.seed, args.naive_budget_s)
-    text = markdown_report(rows, args, time.perf_counter() - start, load_average)
+    with Stopwatch() as watch:
+        rows = greedy_timing(args.p, args.k, args.repeats, args.seed, args.naive_budget_s)
+    text = markdown_report(rows, args, watch.seconds, load_average)
     if args.out is None:
         print(text)
         return

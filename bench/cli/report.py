@@ -1,6 +1,6 @@
 """Render reports from run records.
 
-    python -m bench.report ssla/table-7 [--scale cpu] [--results-dir results] [--out reports]
+    python -m bench.report ssla/table-7 [more ...] [--scale cpu] [--results-dir DIR] [--out reports]
     python -m bench.report --all [--scale cpu]      # every spec that has records
     python -m bench.report --index                  # rewrite reports/README.md
 
@@ -104,10 +104,10 @@ def report_all(results_dir: Path, out_dir: Path, scale: str | None,
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """The command line; exactly one of an artifact, --all or --index (--index may join)."""
+    """The command line; artifacts, --all or --index (--index may join either)."""
     parser = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("artifact", nargs="?", help="e.g. ssla/table-7")
+    parser.add_argument("artifacts", nargs="*", help="e.g. ssla/table-7 ssla/figure-2")
     parser.add_argument("--all", action="store_true", help="render every spec that has records")
     parser.add_argument("--index", action="store_true", help="rewrite <out>/README.md")
     parser.add_argument("--scale", help="smoke, cpu or paper (default: largest with records)")
@@ -117,9 +117,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--replace-scale", action="store_true",
                         help="let a report replace one rendered at another scale")
     args = parser.parse_args(argv)
-    if args.artifact and args.all:
-        parser.error("give an artifact or --all, not both")
-    if not (args.artifact or args.all or args.index):
+    if args.artifacts and args.all:
+        parser.error("give artifacts or --all, not both")
+    if not (args.artifacts or args.all or args.index):
         parser.error("give an artifact, --all or --index")
     args.results_dir = args.results_dir or default_results_dir()
     return args
@@ -129,9 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit status (2 for a user error, printed as one line)."""
     args = parse_args(argv)
     try:
-        if args.artifact:
-            report_one(resolve_spec(args.artifact), args.results_dir, args.out, args.scale,
-                       args.replace_scale)
+        for spec in [resolve_spec(name) for name in args.artifacts]:
+            report_one(spec, args.results_dir, args.out, args.scale, args.replace_scale)
         if args.all:
             report_all(args.results_dir, args.out, args.scale, args.replace_scale)
         if args.index or args.all:

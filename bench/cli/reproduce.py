@@ -1,9 +1,11 @@
-"""Run every job of one experiment at one scale, then render its report.
+"""Run every job of one artifact's experiment at one scale, then render its reports.
 
-``python -m bench.reproduce ssla/table-1 --scale cpu`` reads the experiment's ``sweep`` and
-per-scale ``seeds``, launches one Hydra multirun over them (finished jobs are skipped), and
-calls the report generator. ``--launcher slurm`` submits the same multirun to Slurm through
-submitit instead (the report is then rendered by a later ``python -m bench.report``).
+``python -m bench.reproduce ssla/table-1 --scale cpu`` finds the artifact's experiment (the
+one its report spec reads: ``ssla/figure-2`` is drawn from ``ssla/table-2``'s records), reads
+the experiment's ``sweep`` and per-scale ``seeds``, launches one Hydra multirun over them
+(finished jobs are skipped), and renders the report of every artifact drawn from those records.
+``--launcher slurm`` submits the same multirun to Slurm through submitit instead (the reports
+are then rendered by a later ``python -m bench.report``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from bench.harness.overrides import (
     drop_empty_results_dir,
     group_options,
 )
+from bench.reporting.registry import implemented_artifacts, specs_reading
+from bench.reporting.specs import SPECS
 
 SCALES = ("smoke", "cpu", "paper")
 
@@ -31,6 +35,17 @@ def _value_text(value) -> str:
     if isinstance(value, list | tuple):
         return "[" + ",".join(_value_text(v) for v in value) + "]"
     return str(value)
+
+
+def artifact_experiment(artifact: str) -> str:
+    """The experiment whose records ``artifact`` is reported from (an experiment name passes
+    through); ConfigError listing the implemented artifacts otherwise."""
+    if artifact in SPECS:
+        return SPECS[artifact].experiment
+    if artifact in group_options()["experiment"]:
+        return artifact
+    raise ConfigError(f"unknown artifact {artifact!r}; choose one of: "
+                      f"{', '.join(implemented_artifacts())}")
 
 
 def sweep_overrides(experiment: str, scale: str, extra: list[str]) -> list[list[str]]:
@@ -76,7 +91,7 @@ def _sweep_items(sweep: dict, seeds: list, overridden: set[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(prog="python -m bench.reproduce", description=__doc__)
-    parser.add_argument("experiment", help="e.g. ssla/table-1")
+    parser.add_argument("artifact", help="e.g. ssla/table-1 (python -m bench.cli.artifacts)")
     parser.add_argument("--scale", default="cpu", help="smoke | cpu | paper")
     parser.add_argument("--launcher", default=None, help="hydra/launcher option, e.g. slurm")
     parser.add_argument("--no-report", action="store_true", help="only run the jobs")
@@ -87,8 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         extra = drop_empty_results_dir(list(args.overrides))
         if args.launcher:
             extra.append(f"hydra/launcher={args.launcher}")
-        check_overrides([f"experiment={args.experiment}", *extra])
-        multiruns = sweep_overrides(args.experiment, args.scale, extra)
+        experiment = artifact_experiment(args.artifact)
+        check_overrides([f"experiment={experiment}", *extra])
+        multiruns = sweep_overrides(experiment, args.scale, extra)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -106,7 +122,11 @@ def main(argv: list[str] | None = None) -> int:
             return status
     if args.no_report or args.launcher:
         return int(jobs_failed)
-    report = [sys.executable, "-m", "bench.report", args.experiment, "--scale", args.scale]
+    artifacts = [spec.key for spec in specs_reading(experiment)]
+    if not artifacts:
+        print(f"note: no report spec reads {experiment}; records only", file=sys.stderr)
+        return int(jobs_failed)
+    report = [sys.executable, "-m", "bench.report", *artifacts, "--scale", args.scale]
     status = subprocess.run(report).returncode
     if jobs_failed:
         print("error: some jobs failed (listed above)", file=sys.stderr)

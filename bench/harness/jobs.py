@@ -10,7 +10,6 @@ import math
 import os
 import socket
 import sys
-import time
 import traceback
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +34,7 @@ from bench.harness.records import (
     write_record_atomically,
 )
 from bench.harness.result import TaskResult
+from bench.harness.timing import Stopwatch
 
 # Jobs of this process whose record says failed (``python -m bench.run`` exits 1 if any).
 FAILED_JOBS: list[str] = []
@@ -117,9 +117,9 @@ def run_job(cfg: DictConfig, cli_overrides: list[str] | None = None) -> tuple[st
     quiet_libraries(bool(cfg.get("verbose", False)))
     with job_log(folder) as log_path:
         logger.info("run %s seed=%s -> %s", cfg.name, cfg.seed, folder)
-        started, t0 = _now(), time.perf_counter()
+        started, watch = _now(), Stopwatch()
         result, error, trace = _run_task(cfg)
-        total = time.perf_counter() - t0
+        total = watch.elapsed()
         record = _record(cfg, resolved, chash, result, error, trace, started, total)
         try:
             write_record_atomically(folder, record)

@@ -7,9 +7,15 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+# Every installed package that can move a number in a record: the array and linear-algebra
+# stack, the curvature backends behind laplace-torch, the training loop, the baselines, the
+# data splitting and tuning code, the config engine, and the CUDA libraries torch calls on GPU.
 TRACKED_PACKAGES = (
-    "torch", "numpy", "scipy", "pandas", "hydra-core", "omegaconf", "laplace-torch",
-    "lightning-uq-box", "optuna", "pyro-ppl", "laplace-bench",
+    "torch", "numpy", "scipy", "pandas", "scikit-learn", "torchvision", "opt-einsum",
+    "nvidia-cublas", "nvidia-cudnn-cu13",
+    "laplace-torch", "curvlinops-for-pytorch", "backpack-for-pytorch", "asdfghjkl",
+    "lightning", "pytorch-lightning", "lightning-uq-box", "pyro-ppl", "optuna",
+    "hydra-core", "omegaconf", "laplace-bench",
 )
 
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import time
-
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator, resolve_dtype
+from bench.harness.timing import Stopwatch
 from bench.metrics.grid import compute_grid_metrics
 from bench.predictive.densities import GridDensity
 
@@ -26,10 +25,10 @@ def grid_ppd(cfg: DictConfig) -> TaskResult:
     method = instantiate(cfg.method)
     result = TaskResult()
     for problem in dataset.problems(make_generator(cfg.seed), dtype):
-        start = time.perf_counter()
+        watch = Stopwatch()
         method.fit(problem.model, problem.data)
         approx = method.predict(problem.x_new, problem.y_grid)
-        result.timings[f"{problem.label}_s"] = time.perf_counter() - start
+        result.timings[f"{problem.label}_s"] = watch.elapsed()
         exact = GridDensity(problem.y_grid, problem.exact_log_ppd)
         scores = compute_grid_metrics(list(cfg.metrics.compute), approx, exact)
         result.add(f"{cfg.variant}/{problem.label}", f"{method.name}_kl", scores.pop("kl"))

@@ -24,13 +24,12 @@ on the probability scale.
 
 from __future__ import annotations
 
-import time
-
 import torch
 from omegaconf import DictConfig
 
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator
+from bench.harness.timing import Stopwatch
 from bench.methods.baselines.split_bootstrap import bootstrap_interval, split_interval
 from bench.metrics.regression import central_interval, fraction_inside
 from bench.predictive.densities import Gaussian
@@ -80,16 +79,16 @@ def replication_coverage(cfg: DictConfig, generator: torch.Generator) -> tuple[d
         values[(method, k)] = covered(variance)
     fit = mean_function_fitter(laplace.network, dataset.likelihood, fitted.schedule)
     timings = {}
-    start = time.perf_counter()
+    watch = Stopwatch()
     lower, upper = split_interval(dataset.x_train, dataset.y_train, x_test, fit, generator,
                                   n_splits=int(cfg.split_parts))
     values[("split", None)] = fraction_inside(lower, upper, truth)
-    timings["split_s"] = time.perf_counter() - start
-    start = time.perf_counter()
+    timings["split_s"] = watch.elapsed()
+    watch = Stopwatch()
     lower, upper = bootstrap_interval(dataset.x_train, dataset.y_train, x_test, fit, generator,
                                       n_models=int(cfg.ensemble_members), level=level)
     values[("ensemble", None)] = fraction_inside(lower, upper, truth)
-    timings["ensemble_s"] = time.perf_counter() - start
+    timings["ensemble_s"] = watch.elapsed()
     diagnostics = {**fitted.model.diagnostics, **timings, "n_params": laplace.omega.shape[0],
                    "epochs": fitted.schedule.epochs}
     return values, diagnostics
@@ -104,9 +103,9 @@ def run(cfg: DictConfig) -> TaskResult:
     per_replication = []
     result = TaskResult()
     for r, seed in enumerate(replication_seeds(int(cfg.seed), int(cfg.replications_per_job))):
-        start = time.perf_counter()
+        watch = Stopwatch()
         values, diagnostics = replication_coverage(cfg, make_generator(seed))
-        result.timings[f"replication_{r}_s"] = time.perf_counter() - start
+        result.timings[f"replication_{r}_s"] = watch.elapsed()
         result.fitted[f"replication_{r}"] = {"seed": seed, **diagnostics}
         per_replication.append(values)
     means = {key: sum(v[key] for v in per_replication) / len(per_replication)

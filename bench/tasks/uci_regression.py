@@ -10,14 +10,13 @@ Rows are named ``<dataset title>/<row>``, the paper's layout.
 
 from __future__ import annotations
 
-import time
-
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from bench.harness.errors import require_choice
 from bench.harness.result import TaskResult
+from bench.harness.timing import Stopwatch
 from bench.tasks.nn_regression import build_method, score_method, train_base
 
 
@@ -26,14 +25,14 @@ def run(cfg: DictConfig) -> TaskResult:
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))
     result = TaskResult()
-    start = time.perf_counter()
+    watch = Stopwatch()
     splits = instantiate(cfg.dataset.loader)(seed=int(cfg.seed), protocol=cfg.protocol.name)
-    result.timings["data_s"] = time.perf_counter() - start
+    result.timings["data_s"] = watch.elapsed()
     result.fitted["data"] = {key: value for key, value in splits.info.items()
                              if isinstance(value, (int, float, str, bool))}
-    start = time.perf_counter()
+    watch = Stopwatch()
     base = train_base(cfg, splits)
-    result.timings["base_s"] = time.perf_counter() - start
+    result.timings["base_s"] = watch.elapsed()
     result.fitted["base"] = base.diagnostics
     for row, spec in cfg.rows.items():
         require_choice(f"rows.{row}.method", spec.method, tuple(cfg.methods))

@@ -10,7 +10,6 @@ order) comes from its own generator derived from ``(seed, m)``; the global RNG i
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +20,7 @@ from torch import Tensor
 from bench.datasets.regression import RegressionSplits
 from bench.harness.errors import require_choice, require_positive
 from bench.harness.rng import make_generator
+from bench.harness.timing import Stopwatch
 from bench.models.mlp import MLPShape, init_parameters
 from bench.predictive.densities import Gaussian
 
@@ -65,7 +65,7 @@ class DeepEnsembleMethod:
 
     def fit(self, splits: RegressionSplits, seed: int) -> dict[str, Any]:
         """Train every member; returns per-member epochs, best epoch, best val NLL, wall time."""
-        start = time.perf_counter()
+        watch = Stopwatch()
         self.shape = MLPShape((splits.n_features, *self.n_hidden, 2), self.activation)
         self.thetas, epochs, best_epochs, val_nlls = [], [], [], []
         for member_seed in member_seeds(seed, self.members):
@@ -76,7 +76,7 @@ class DeepEnsembleMethod:
             val_nlls.append(diagnostics["val_nll"])
         return {"epochs": epochs, "best_epoch": best_epochs, "val_nll": val_nlls,
                 "n_parameters": self.shape.n_params * self.members,
-                "fit_s": time.perf_counter() - start}
+                "fit_s": watch.elapsed()}
 
     def _train_member(self, splits: RegressionSplits, generator: torch.Generator):
         """One member: Adam on minibatch NLL, keep the epoch with the best validation NLL."""

@@ -9,7 +9,6 @@ gradient is a single small forward/backward pass.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +22,7 @@ from torch import Tensor
 
 from bench.datasets.regression import RegressionSplits
 from bench.harness.errors import ConfigError, require_choice, require_positive
+from bench.harness.timing import Stopwatch
 from bench.predictive.densities import Gaussian
 
 ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu}
@@ -116,9 +116,9 @@ class HMCMethod:
         mcmc = MCMC(kernel, num_samples=self.num_samples - self.burn, warmup_steps=self.burn,
                     initial_params={"theta": theta0}, disable_progbar=True, hook_fn=counter)
         pyro.set_rng_seed(seed)
-        start = time.perf_counter()
+        watch = Stopwatch()
         mcmc.run()
-        seconds = time.perf_counter() - start
+        seconds = watch.elapsed()
         self.samples = mcmc.get_samples()["theta"].detach()
         return {**self._mixing(x, y), "acceptance_rate": counter.rate(),
                 "num_kept": int(self.samples.shape[0]), "sampling_seconds": seconds}

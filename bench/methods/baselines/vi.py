@@ -11,7 +11,6 @@ hyperparameters for the heteroscedastic toy (Table 2).
 from __future__ import annotations
 
 import logging
-import time
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from bench.datasets.regression import RegressionSplits
 from bench.harness.errors import require_choice, require_positive
+from bench.harness.timing import Stopwatch
 from bench.predictive.densities import Gaussian
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
@@ -112,7 +112,7 @@ class _LightningUQVI:
         restored afterwards. Returns epochs trained, final and best validation loss, parameter
         counts and wall time.
         """
-        start = time.perf_counter()
+        watch = Stopwatch()
         datamodule = splits.datamodule or TensorDataModule(splits)
         batch_size = getattr(datamodule, "batch_size", None)
         deterministic = (torch.are_deterministic_algorithms_enabled(),
@@ -143,7 +143,7 @@ class _LightningUQVI:
             "n_network_parameters": self.n_network_parameters,
             "n_trainable_parameters": sum(p.numel() for p in module.parameters()
                                           if p.requires_grad),
-            "fit_s": time.perf_counter() - start,
+            "fit_s": watch.elapsed(),
         }
 
     def predict(self, x: Tensor) -> Gaussian:

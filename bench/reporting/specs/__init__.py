@@ -1,17 +1,35 @@
 """Registry of report specs: ``SPECS["ssla/table-7"]`` is the spec of SSLA Table 7.
 
-Each paper has a module here exposing ``SPECS: list[ArtifactSpec]``; to add a paper, import
-its module and add it to ``PAPER_MODULES``.
+Every public module in this folder is imported and must expose ``SPECS: list[ArtifactSpec]``
+(modules whose name starts with ``_`` are helpers and are skipped). Adding a spec to one of
+these modules, or a new module here, registers it: there is no list to edit. Which registered
+artifacts can be reproduced is decided in :mod:`bench.reporting.registry`.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Iterable
+from types import ModuleType
 
 from bench.reporting.spec import ArtifactSpec
-from bench.reporting.specs import ssla, ssla_nn, ssla_sine, ssla_uci, subnet
 
-PAPER_MODULES = (ssla, ssla_nn, ssla_sine, ssla_uci, subnet)
+
+def spec_modules() -> list[ModuleType]:
+    """The public modules of this package, imported, in name order."""
+    names = sorted(info.name for info in pkgutil.iter_modules(__path__)
+                   if not info.name.startswith("_"))
+    return [importlib.import_module(f"{__name__}.{name}") for name in names]
+
+
+def module_specs(module: ModuleType) -> list[ArtifactSpec]:
+    """``module.SPECS``; TypeError naming the module when it has none or holds something else."""
+    specs = getattr(module, "SPECS", None)
+    if not isinstance(specs, list | tuple) or not all(isinstance(s, ArtifactSpec) for s in specs):
+        raise TypeError(f"{module.__name__} must define SPECS: list[ArtifactSpec] "
+                        "(prefix helper modules with '_')")
+    return list(specs)
 
 
 def build_registry(specs: Iterable[ArtifactSpec]) -> dict[str, ArtifactSpec]:
@@ -25,5 +43,5 @@ def build_registry(specs: Iterable[ArtifactSpec]) -> dict[str, ArtifactSpec]:
 
 
 SPECS: dict[str, ArtifactSpec] = build_registry(
-    spec for module in PAPER_MODULES for spec in module.SPECS
+    spec for module in spec_modules() for spec in module_specs(module)
 )

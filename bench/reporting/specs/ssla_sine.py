@@ -1,8 +1,8 @@
 """Report specs of SSLA Tables 5 and 6 (Appendix D): RBF regression on Lightning-UQ-Box's sine.
 
 Kept apart from :mod:`bench.reporting.specs.ssla` because the setting is inferred rather than
-taken from the authors' code (notes §8); register it by adding this module to
-``bench.reporting.specs.PAPER_MODULES``.
+taken from the authors' code (notes §8). Like every module in this folder it is found and
+registered by :mod:`bench.reporting.specs`.
 """
 
 from __future__ import annotations
