@@ -24,6 +24,8 @@ import torch
 from torch import Tensor
 
 from bench.datasets.regression import RegressionSplits
+from bench.harness.errors import require_choice
+from bench.models.activations import ACTIVATIONS
 from bench.models.mlp import MLPShape, flat_parameters, init_parameters, shape_of
 
 
@@ -44,16 +46,7 @@ class TrainedNetwork:
 
     def module(self) -> torch.nn.Module:
         """An ``nn.Sequential`` holding theta-hat (for libraries such as laplace-torch)."""
-        layers: list[torch.nn.Module] = []
-        activation = {"relu": torch.nn.ReLU, "tanh": torch.nn.Tanh,
-                      "sigmoid": torch.nn.Sigmoid}[self.shape.activation]
-        for i, (fan_in, fan_out) in enumerate(self.shape.layers):
-            layers.append(torch.nn.Linear(fan_in, fan_out, dtype=self.theta.dtype))
-            if i < len(self.shape.layers) - 1:
-                layers.append(activation())
-        net = torch.nn.Sequential(*layers)
-        torch.nn.utils.vector_to_parameters(self.theta.clone(), net.parameters())
-        return net
+        return self.shape.module(self.theta)
 
 
 def train_paper_mlp(
@@ -68,7 +61,7 @@ def train_paper_mlp(
     from lightning_uq_box.models import MLP
     from lightning_uq_box.uq_methods import DeterministicRegression
 
-    act = {"relu": torch.nn.ReLU, "tanh": torch.nn.Tanh}[activation]
+    act = ACTIVATIONS[require_choice("base.activation", activation, ACTIVATIONS)].module
     start = time.perf_counter()
     seed_everything(seed, verbose=False)
     network = None

@@ -27,8 +27,7 @@ from torch import Tensor
 from torch.nn.functional import binary_cross_entropy_with_logits
 
 from bench.harness.errors import require_choice
-from bench.models.layered_mlp import LayeredNetwork
-from bench.models.mlp import init_parameters
+from bench.models.mlp import MLPShape, init_parameters
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,7 @@ def data_loss(f: Tensor, y: Tensor, likelihood: str, noise_variance: float = 1.0
 class TrainedWorkingModel:
     """theta-hat of the working network and the data it was fitted on."""
 
-    network: LayeredNetwork
+    network: MLPShape
     theta: Tensor
     x_fit: Tensor
     y_fit: Tensor
@@ -89,10 +88,10 @@ class TrainedWorkingModel:
     def predict(self, x: Tensor) -> Tensor:
         """``f_theta-hat(x)`` ``[n]``."""
         with torch.no_grad():
-            return self.network.forward(self.theta, x)
+            return self.network.forward_1d(self.theta, x)
 
 
-def train_working_network(network: LayeredNetwork, x: Tensor, y: Tensor, likelihood: str,
+def train_working_network(network: MLPShape, x: Tensor, y: Tensor, likelihood: str,
                           schedule: Schedule, generator: torch.Generator, *,
                           prior_variance: float | None = 1.0, noise_variance: float = 1.0,
                           validation_fraction: float = 0.1, batch_size: int | None = None,
@@ -108,7 +107,7 @@ def train_working_network(network: LayeredNetwork, x: Tensor, y: Tensor, likelih
     batch = n_fit if batch_size is None else batch_size
 
     def objective(xb: Tensor, yb: Tensor) -> Tensor:
-        loss = data_loss(network.forward(theta, xb), yb, likelihood, noise_variance)
+        loss = data_loss(network.forward_1d(theta, xb), yb, likelihood, noise_variance)
         if prior_variance is not None:
             loss = loss + (theta**2).sum() / (2 * prior_variance * n_fit)
         return loss
@@ -124,15 +123,15 @@ def train_working_network(network: LayeredNetwork, x: Tensor, y: Tensor, likelih
     theta = theta.detach()
     with torch.no_grad():
         diagnostics = {
-            "train_loss": float(data_loss(network.forward(theta, x_fit), y_fit, likelihood,
+            "train_loss": float(data_loss(network.forward_1d(theta, x_fit), y_fit, likelihood,
                                           noise_variance)),
-            "val_loss": float(data_loss(network.forward(theta, x_val), y_val, likelihood,
+            "val_loss": float(data_loss(network.forward_1d(theta, x_val), y_val, likelihood,
                                         noise_variance)) if len(y_val) else float("nan"),
         }
     return TrainedWorkingModel(network, theta, x_fit, y_fit, x_val, y_val, diagnostics)
 
 
-def mean_function_fitter(network: LayeredNetwork, likelihood: str, schedule: Schedule,
+def mean_function_fitter(network: MLPShape, likelihood: str, schedule: Schedule,
                          **training_options) -> Callable:
     """``fit(x, y, generator) -> predict`` for the Split and Ensemble baselines."""
 

@@ -21,10 +21,9 @@ from torch import Tensor
 from bench.datasets.regression import RegressionSplits
 from bench.harness.errors import require_choice, require_positive
 from bench.harness.rng import make_generator
+from bench.models.activations import ACTIVATIONS
 from bench.models.mlp import MLPShape, init_parameters
 from bench.predictive.densities import Gaussian
-
-ACTIVATIONS = ("relu", "tanh")
 
 
 def member_seeds(seed: int, members: int) -> list[int]:

@@ -27,9 +27,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from bench.datasets.regression import RegressionSplits
 from bench.harness.errors import require_choice, require_positive
+from bench.models.activations import ACTIVATIONS
 from bench.predictive.densities import Gaussian
-
-ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
 
 _NOISY_WARNINGS = (".*(does not have many workers|LeafSpec|litlogger|smaller than the logging"
                    "|torch.jit.script. is deprecated)")
@@ -97,7 +96,7 @@ class _LightningUQVI:
         from lightning_uq_box.models import MLP
 
         return MLP(n_inputs=n_inputs, n_hidden=list(self.n_hidden), n_outputs=self.n_outputs,
-                   activation_fn=ACTIVATIONS[self.activation]())
+                   activation_fn=ACTIVATIONS[self.activation].module())
 
     def _module(self, n_inputs: int) -> L.LightningModule:
         raise NotImplementedError

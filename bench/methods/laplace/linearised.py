@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from bench.harness.errors import require_choice
-from bench.models.layered_mlp import LayeredNetwork
+from bench.models.mlp import MLPShape
 from bench.predictive.densities import Gaussian
 
 LIKELIHOODS = ("regression", "classification")
@@ -123,7 +123,7 @@ def subnetwork_covariance(omega: Tensor, subset: Tensor) -> BlockCovariance:
     return block_covariance(omega, [torch.as_tensor(subset, dtype=torch.long)])
 
 
-def layer_block_covariance(omega: Tensor, network: LayeredNetwork) -> BlockCovariance:
+def layer_block_covariance(omega: Tensor, network: MLPShape) -> BlockCovariance:
     """Block Laplace: one block per linear layer (weight and bias), inverted separately."""
     blocks = [torch.arange(part.start, part.stop) for part in network.layer_slices()]
     return block_covariance(omega, blocks)
@@ -138,7 +138,7 @@ def precision_diagonal_covariance(omega: Tensor) -> DiagonalCovariance:
 class LinearisedLaplace:
     """A trained network at theta-hat with its Laplace precision ``Omega``."""
 
-    network: LayeredNetwork
+    network: MLPShape
     theta: Tensor
     omega: Tensor
     likelihood: str
@@ -147,7 +147,7 @@ class LinearisedLaplace:
     def mean(self, x: Tensor) -> Tensor:
         """``f_theta-hat(x)`` (the linearised model's mean; a logit for classification)."""
         with torch.no_grad():
-            return self.network.forward(self.theta, x)
+            return self.network.forward_1d(self.theta, x)
 
     def jacobians(self, x: Tensor) -> Tensor:
         """Rows ``g(x)`` ``[m, p]``."""
@@ -164,14 +164,14 @@ class LinearisedLaplace:
         return Gaussian(function.mean, self.noise_variance + function.variance)
 
 
-def fit_linearised_laplace(network: LayeredNetwork, theta: Tensor, x_train: Tensor,
+def fit_linearised_laplace(network: MLPShape, theta: Tensor, x_train: Tensor,
                            likelihood: str, noise_variance: float = 1.0,
                            prior_variance: float | Tensor = 1.0) -> LinearisedLaplace:
     """LLA at ``theta`` from the training inputs (the GGN needs no targets)."""
     require_choice("likelihood", likelihood, LIKELIHOODS)
     jacobians = network.jacobian(theta, x_train)
     with torch.no_grad():
-        f = network.forward(theta, x_train)
+        f = network.forward_1d(theta, x_train)
     curvature = output_curvature(f, likelihood, noise_variance)
     omega = laplace_precision(jacobians, curvature, prior_variance)
     return LinearisedLaplace(network, theta, omega, likelihood, noise_variance)
