@@ -14,22 +14,15 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from bench.datasets.regression import RegressionSplits
 from bench.harness.errors import require_choice, require_positive
-from bench.harness.rng import make_generator
+from bench.harness.rng import derived_seed, make_generator
 from bench.models.activations import ACTIVATIONS
 from bench.models.mlp import MLPShape, init_parameters
 from bench.predictive.densities import Gaussian
-
-
-def member_seeds(seed: int, members: int) -> list[int]:
-    """Independent 64-bit seeds for members ``0..members-1``; member m's does not depend on M."""
-    children = np.random.SeedSequence(int(seed)).spawn(members)
-    return [int(child.generate_state(1, dtype=np.uint64)[0]) for child in children]
 
 
 def gaussian_nll(output: Tensor, y: Tensor) -> Tensor:
@@ -67,7 +60,9 @@ class DeepEnsembleMethod:
         start = time.perf_counter()
         self.shape = MLPShape((splits.n_features, *self.n_hidden, 2), self.activation)
         self.thetas, epochs, best_epochs, val_nlls = [], [], [], []
-        for member_seed in member_seeds(seed, self.members):
+        for member in range(self.members):
+            # Member m's 64-bit seed is the m-th SeedSequence child of seed: independent of M.
+            member_seed = derived_seed(seed, spawn_key=(member,), bits=64)
             theta, diagnostics = self._train_member(splits, make_generator(member_seed))
             self.thetas.append(theta)
             epochs.append(diagnostics["epochs"])
