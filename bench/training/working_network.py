@@ -28,6 +28,7 @@ from torch.nn.functional import binary_cross_entropy_with_logits
 
 from bench.harness.errors import require_choice
 from bench.models.mlp import MLPShape, init_parameters
+from bench.training.loop import TrainingConfig, fit_parameters
 
 
 @dataclass(frozen=True)
@@ -100,26 +101,22 @@ def train_working_network(network: MLPShape, x: Tensor, y: Tensor, likelihood: s
     require_choice("likelihood", likelihood, ("regression", "classification"))
     x_fit, y_fit, x_val, y_val = validation_split(x, y, validation_fraction, generator)
     theta = init_parameters(network, generator, dtype=torch.float64).requires_grad_(True)
-    optimizer = torch.optim.AdamW([theta], lr=schedule.lr, weight_decay=weight_decay)
-    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, schedule.decay_every,
-                                                schedule.decay_factor)
     n_fit = x_fit.shape[0]
-    batch = n_fit if batch_size is None else batch_size
 
-    def objective(xb: Tensor, yb: Tensor) -> Tensor:
-        loss = data_loss(network.forward_1d(theta, xb), yb, likelihood, noise_variance)
+    def batch_loss(rows: Tensor | slice) -> Tensor:
+        loss = data_loss(network.forward_1d(theta, x_fit[rows]), y_fit[rows], likelihood,
+                         noise_variance)
         if prior_variance is not None:
             loss = loss + (theta**2).sum() / (2 * prior_variance * n_fit)
         return loss
 
-    for _ in range(schedule.epochs):
-        order = torch.randperm(n_fit, generator=generator) if batch < n_fit else None
-        for start in range(0, n_fit, batch):
-            rows = slice(None) if order is None else order[start:start + batch]
-            optimizer.zero_grad()
-            objective(x_fit[rows], y_fit[rows]).backward()
-            optimizer.step()
-        scheduler.step()
+    config = TrainingConfig(
+        lr=schedule.lr, max_epochs=schedule.epochs, optimizer="adamw", weight_decay=weight_decay,
+        batch_size=None if batch_size is None or batch_size >= n_fit else batch_size,
+        schedule="step", step_every=schedule.decay_every, step_factor=schedule.decay_factor,
+    )
+    fit_parameters([theta], batch_loss, n_rows=n_fit, config=config, generator=generator,
+                   desc="working network")
     theta = theta.detach()
     with torch.no_grad():
         diagnostics = {

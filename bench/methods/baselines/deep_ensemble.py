@@ -1,10 +1,10 @@
 """Deep ensemble (Lakshminarayanan et al., 2017) of mean/log-variance MLPs.
 
 Each member is a ``d-h-...-h-2`` MLP (outputs mean and log-variance) trained on the Gaussian
-NLL with Adam by a plain loop over pre-shuffled index tensors (a 200-point MLP pays no
-per-step framework overhead), with early stopping on the validation NLL and the best
-epoch's weights restored. Every random draw of member ``m`` (initialisation and minibatch
-order) comes from its own generator derived from ``(seed, m)``; the global RNG is not used.
+NLL with Adam in minibatches by :func:`bench.training.loop.fit_parameters`, with early
+stopping on the validation NLL and the best epoch's weights restored. Every random draw of
+member ``m`` (initialisation and minibatch order) comes from its own generator derived from
+``(seed, m)``; the global RNG is not used.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from bench.harness.rng import derived_seed, make_generator
 from bench.models.activations import ACTIVATIONS
 from bench.models.mlp import MLPShape, init_parameters
 from bench.predictive.densities import Gaussian
+from bench.training.loop import TrainingConfig, fit_parameters
 
 
 def gaussian_nll(output: Tensor, y: Tensor) -> Tensor:
@@ -77,20 +78,15 @@ class DeepEnsembleMethod:
         x, y = splits.x_train.float(), splits.y_train[:, 0].float()
         x_val, y_val = splits.x_val.float(), splits.y_val[:, 0].float()
         theta = init_parameters(self.shape, generator).requires_grad_(True)
-        optimizer = torch.optim.Adam([theta], lr=self.lr)
-        best_nll, best_theta, best_epoch = math.inf, theta.detach().clone(), -1
-        for epoch in range(self.max_epochs):
-            for batch in torch.randperm(len(y), generator=generator).split(self.batch_size):
-                optimizer.zero_grad(set_to_none=True)
-                gaussian_nll(self.shape.forward(theta, x[batch]), y[batch]).backward()
-                optimizer.step()
-            with torch.no_grad():
-                val_nll = float(gaussian_nll(self.shape.forward(theta, x_val), y_val))
-            if val_nll < best_nll:
-                best_nll, best_theta, best_epoch = val_nll, theta.detach().clone(), epoch
-            elif epoch - best_epoch >= self.patience:
-                break
-        return best_theta, {"epochs": epoch + 1, "best_epoch": best_epoch, "val_nll": best_nll}
+        config = TrainingConfig(lr=self.lr, max_epochs=self.max_epochs,
+                                batch_size=self.batch_size, patience=self.patience)
+        history = fit_parameters(
+            [theta], lambda rows: gaussian_nll(self.shape.forward(theta, x[rows]), y[rows]),
+            n_rows=len(y), config=config, generator=generator, desc="ensemble member",
+            validation=lambda: gaussian_nll(self.shape.forward(theta, x_val), y_val),
+        )
+        return theta.detach(), {"epochs": history.epochs, "best_epoch": history.best_epoch,
+                                "val_nll": history.best_validation}
 
     def member_predictions(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Member means and variances, each ``[members, n]``."""
