@@ -52,7 +52,7 @@ class TrainedNetwork:
 
 
 def train_paper_mlp(
-    splits: RegressionSplits, seed: int, lr: float, batch_size: int,
+    splits: RegressionSplits, *, seed: int, lr: float, batch_size: int,
     n_hidden: tuple[int, ...] = (50, 50), activation: str = "relu",
     max_epochs: int = 500, patience: int = 20,
 ) -> TrainedNetwork:
@@ -114,7 +114,7 @@ def _tensor_datamodule(splits: RegressionSplits):
 
 
 def train_map_mlp(
-    splits: RegressionSplits, seed: int, lr: float = 1e-2, batch_size: int = 64,
+    splits: RegressionSplits, *, seed: int, lr: float = 1e-2, batch_size: int = 64,
     n_hidden: tuple[int, ...] = (50, 50), activation: str = "relu",
     prior_precision: float = 1.0, max_epochs: int = 2000, patience: int = 50,
     dtype: torch.dtype = torch.float64, polish_rounds: int = 0,
