@@ -63,6 +63,8 @@ def train_paper_mlp(
     from lightning_uq_box.models import MLP
     from lightning_uq_box.uq_methods import DeterministicRegression
 
+    from bench.datasets.datamodule import TensorDataModule
+
     act = ACTIVATIONS[require_choice("base.activation", activation, ACTIVATIONS)].module
     start = time.perf_counter()
     seed_everything(seed, verbose=False)
@@ -72,7 +74,7 @@ def train_paper_mlp(
                       activation_fn=act())
     module = DeterministicRegression(model=network, loss_fn=torch.nn.MSELoss(),
                                      optimizer=partial(torch.optim.Adam, lr=lr))
-    datamodule = splits.datamodule or _tensor_datamodule(splits)
+    datamodule = splits.datamodule or TensorDataModule(splits)
     datamodule.batch_size = batch_size
     trainer = L.Trainer(
         max_epochs=max_epochs, logger=False, enable_checkpointing=False,
@@ -91,26 +93,6 @@ def train_paper_mlp(
         diagnostics={"epochs": int(trainer.current_epoch), "train_s": time.perf_counter() - start,
                      "train_mse": float((residual**2).mean())},
     )
-
-
-def _tensor_datamodule(splits: RegressionSplits):
-    """A Lightning datamodule over the splits' tensors in Lightning-UQ-Box's batch format."""
-    import lightning as L
-    from lightning_uq_box.datamodules.utils import collate_fn_tensordataset
-    from torch.utils.data import DataLoader, TensorDataset
-
-    class _Splits(L.LightningDataModule):
-        batch_size = 32
-
-        def train_dataloader(self):
-            return DataLoader(TensorDataset(splits.x_train, splits.y_train), self.batch_size,
-                              shuffle=True, collate_fn=collate_fn_tensordataset)
-
-        def val_dataloader(self):
-            return DataLoader(TensorDataset(splits.x_val, splits.y_val), self.batch_size,
-                              collate_fn=collate_fn_tensordataset)
-
-    return _Splits()
 
 
 def train_map_mlp(
