@@ -138,7 +138,7 @@ def bench_refits(splits, base, x_test, cfg) -> dict:
 def bench_paper(splits, cfg) -> dict:
     """One paper-protocol K-FAC SSLA run (authors' base MLP), timed once."""
     with Stopwatch() as train:
-        base = train_paper_mlp(splits, 42, PAPER_LR, 64)
+        base = train_paper_mlp(splits, seed=42, lr=PAPER_LR, batch_size=64)
     model = NetworkSSLA(structure="kfac", protocol="paper", refit_lr=0.0402,
                         grid_points=cfg["paper_grid"])
     model.fit(splits, 42, base)
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> None:
     cfg = QUICK if args.quick else FULL
     info = machine()
     splits = heteroscedastic_toy(42)
-    base = train_map_mlp(splits, 42, max_epochs=cfg["max_epochs"])
+    base = train_map_mlp(splits, seed=42, max_epochs=cfg["max_epochs"])
     x_test = splits.x_test[: cfg["n_test"]]
     ref = bench_reference(splits, base, x_test, cfg)
     la = bench_la(splits, base, x_test, ref["assla_predict"], cfg)

@@ -36,7 +36,7 @@ import torch
 from torch import Tensor
 
 from bench.harness.errors import require_choice
-from bench.models.layered_mlp import LayeredNetwork, standard_normal_parameters
+from bench.models.mlp import MLPShape, init_parameters
 
 INPUT_DIM = 5
 INPUT_CORRELATION = 0.6
@@ -53,14 +53,14 @@ class Setting:
     working_activations: tuple[str, ...]
 
     @property
-    def true_network(self) -> LayeredNetwork:
+    def true_network(self) -> MLPShape:
         """The data-generating architecture."""
-        return LayeredNetwork((INPUT_DIM, *self.true_hidden, 1), TRUE_ACTIVATIONS)
+        return MLPShape((INPUT_DIM, *self.true_hidden, 1), TRUE_ACTIVATIONS)
 
     @property
-    def working_network(self) -> LayeredNetwork:
+    def working_network(self) -> MLPShape:
         """The fitted architecture."""
-        return LayeredNetwork((INPUT_DIM, *self.working_hidden, 1), self.working_activations)
+        return MLPShape((INPUT_DIM, *self.working_hidden, 1), self.working_activations)
 
 
 SETTINGS = {
@@ -96,7 +96,7 @@ def sample_test_inputs(domain: str, n: int, generator: torch.Generator) -> Tenso
 class SyntheticDataset:
     """One replication: the true network, its training data and test inputs."""
 
-    true_network: LayeredNetwork
+    true_network: MLPShape
     true_theta: Tensor
     x_train: Tensor
     y_train: Tensor
@@ -105,7 +105,7 @@ class SyntheticDataset:
 
     def true_mean(self, x: Tensor) -> Tensor:
         """``f_theta0(x)`` (a logit for classification)."""
-        return self.true_network.forward(self.true_theta, x)
+        return self.true_network.forward_1d(self.true_theta, x)
 
 
 def make_dataset(experiment: str, specification: str, likelihood: str,
@@ -118,10 +118,10 @@ def make_dataset(experiment: str, specification: str, likelihood: str,
     setting = SETTINGS[require_choice("setting", (experiment, specification), SETTINGS)]
     require_choice("likelihood", likelihood, ("regression", "classification"))
     network = setting.true_network
-    theta0 = standard_normal_parameters(network, generator)
+    theta0 = init_parameters(network, generator, torch.float64, scheme="standard_normal")
     n_train = N_TRAIN[experiment] if n_train is None else n_train
     x = sample_training_inputs(n_train, generator)
-    f = network.forward(theta0, x)
+    f = network.forward_1d(theta0, x)
     if likelihood == "regression":
         y = f + noise_variance**0.5 * torch.randn(n_train, generator=generator,
                                                   dtype=torch.float64)

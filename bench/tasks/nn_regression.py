@@ -85,12 +85,15 @@ def train_base(cfg: DictConfig, splits):
     """The base network of the Laplace-family methods, per ``cfg.base.kind``."""
     base = cfg.base
     if base.kind == "paper_mlp":
-        return train_paper_mlp(splits, int(cfg.seed), base.lr, base.batch_size,
-                               tuple(base.n_hidden), base.activation, base.max_epochs,
-                               base.patience)
-    return train_map_mlp(splits, int(cfg.seed), base.lr, base.batch_size, tuple(base.n_hidden),
-                         base.activation, base.prior_precision, base.max_epochs, base.patience,
-                         resolve_dtype(cfg.protocol.dtype), int(base.get("polish_rounds", 0)))
+        return train_paper_mlp(splits, seed=int(cfg.seed), lr=base.lr,
+                               batch_size=base.batch_size, n_hidden=tuple(base.n_hidden),
+                               activation=base.activation, max_epochs=base.max_epochs,
+                               patience=base.patience)
+    return train_map_mlp(splits, seed=int(cfg.seed), lr=base.lr, batch_size=base.batch_size,
+                         n_hidden=tuple(base.n_hidden), activation=base.activation,
+                         prior_precision=base.prior_precision, max_epochs=base.max_epochs,
+                         patience=base.patience, dtype=resolve_dtype(cfg.protocol.dtype),
+                         polish_rounds=int(base.get("polish_rounds", 0)))
 
 
 def _plain(values) -> dict:

@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 from omegaconf import DictConfig
 from torch import Tensor
 
 from bench.datasets.synthetic_networks import SETTINGS, SyntheticDataset, make_dataset
 from bench.harness.errors import ConfigError, require_choice
+from bench.harness.rng import derived_seed
 from bench.methods.laplace import linearised as lla
 from bench.methods.laplace import subset_selection as selection
 from bench.methods.laplace.subnetwork import PAPER_NAMES
@@ -43,8 +43,7 @@ def replication_seeds(job_seed: int, n_replications: int) -> list[int]:
     Distinct jobs and replications get independent streams; replication ``r`` of a job is
     reproducible on its own from ``(job_seed, r)``.
     """
-    return [int(np.random.SeedSequence([int(job_seed), r]).generate_state(1)[0])
-            for r in range(n_replications)]
+    return [derived_seed([job_seed, r]) for r in range(n_replications)]
 
 
 def scaled_schedule(schedule: Schedule, epoch_scale: float) -> Schedule:

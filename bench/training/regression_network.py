@@ -8,8 +8,9 @@ their draw order, so :func:`train_paper_mlp` seeds the global RNGs with ``seed_e
 constructor and again when loading the tuned hyperparameters).
 
 ``protocol=corrected``: what the paper's text says: a Gaussian likelihood with a fitted noise
-scale and the N(0, 1/tau) prior, trained to the MAP by a plain loop on flat parameters (a
-200-point MLP pays no per-step framework overhead), best validation NLL restored.
+scale and the N(0, 1/tau) prior, trained to the MAP on flat parameters by
+:func:`bench.training.loop.fit_parameters` (no per-step framework overhead), best validation
+NLL restored.
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ import torch
 from torch import Tensor
 
 from bench.datasets.regression import RegressionSplits
+from bench.harness.errors import require_choice
 from bench.harness.timing import Stopwatch
+from bench.models.activations import ACTIVATIONS
 from bench.models.mlp import MLPShape, flat_parameters, init_parameters, shape_of
+from bench.training.loop import TrainingConfig, fit_parameters
 
 
 @dataclass
@@ -44,20 +48,11 @@ class TrainedNetwork:
 
     def module(self) -> torch.nn.Module:
         """An ``nn.Sequential`` holding theta-hat (for libraries such as laplace-torch)."""
-        layers: list[torch.nn.Module] = []
-        activation = {"relu": torch.nn.ReLU, "tanh": torch.nn.Tanh,
-                      "sigmoid": torch.nn.Sigmoid}[self.shape.activation]
-        for i, (fan_in, fan_out) in enumerate(self.shape.layers):
-            layers.append(torch.nn.Linear(fan_in, fan_out, dtype=self.theta.dtype))
-            if i < len(self.shape.layers) - 1:
-                layers.append(activation())
-        net = torch.nn.Sequential(*layers)
-        torch.nn.utils.vector_to_parameters(self.theta.clone(), net.parameters())
-        return net
+        return self.shape.module(self.theta)
 
 
 def train_paper_mlp(
-    splits: RegressionSplits, seed: int, lr: float, batch_size: int,
+    splits: RegressionSplits, *, seed: int, lr: float, batch_size: int,
     n_hidden: tuple[int, ...] = (50, 50), activation: str = "relu",
     max_epochs: int = 500, patience: int = 20,
 ) -> TrainedNetwork:
@@ -68,7 +63,9 @@ def train_paper_mlp(
     from lightning_uq_box.models import MLP
     from lightning_uq_box.uq_methods import DeterministicRegression
 
-    act = {"relu": torch.nn.ReLU, "tanh": torch.nn.Tanh}[activation]
+    from bench.datasets.datamodule import TensorDataModule
+
+    act = ACTIVATIONS[require_choice("base.activation", activation, ACTIVATIONS)].module
     watch = Stopwatch()
     seed_everything(seed, verbose=False)
     network = None
@@ -77,7 +74,7 @@ def train_paper_mlp(
                       activation_fn=act())
     module = DeterministicRegression(model=network, loss_fn=torch.nn.MSELoss(),
                                      optimizer=partial(torch.optim.Adam, lr=lr))
-    datamodule = splits.datamodule or _tensor_datamodule(splits)
+    datamodule = splits.datamodule or TensorDataModule(splits)
     datamodule.batch_size = batch_size
     trainer = L.Trainer(
         max_epochs=max_epochs, logger=False, enable_checkpointing=False,
@@ -98,28 +95,8 @@ def train_paper_mlp(
     )
 
 
-def _tensor_datamodule(splits: RegressionSplits):
-    """A Lightning datamodule over the splits' tensors in Lightning-UQ-Box's batch format."""
-    import lightning as L
-    from lightning_uq_box.datamodules.utils import collate_fn_tensordataset
-    from torch.utils.data import DataLoader, TensorDataset
-
-    class _Splits(L.LightningDataModule):
-        batch_size = 32
-
-        def train_dataloader(self):
-            return DataLoader(TensorDataset(splits.x_train, splits.y_train), self.batch_size,
-                              shuffle=True, collate_fn=collate_fn_tensordataset)
-
-        def val_dataloader(self):
-            return DataLoader(TensorDataset(splits.x_val, splits.y_val), self.batch_size,
-                              collate_fn=collate_fn_tensordataset)
-
-    return _Splits()
-
-
 def train_map_mlp(
-    splits: RegressionSplits, seed: int, lr: float = 1e-2, batch_size: int = 64,
+    splits: RegressionSplits, *, seed: int, lr: float = 1e-2, batch_size: int = 64,
     n_hidden: tuple[int, ...] = (50, 50), activation: str = "relu",
     prior_precision: float = 1.0, max_epochs: int = 2000, patience: int = 50,
     dtype: torch.dtype = torch.float64, polish_rounds: int = 0,
@@ -142,29 +119,25 @@ def train_map_mlp(
     x_val, y_val = splits.x_val.to(dtype), splits.y_val[:, 0].to(dtype)
     theta = init_parameters(shape, generator, dtype).requires_grad_(True)
     log_sigma = torch.zeros((), dtype=dtype, requires_grad=True)
-    optimizer = torch.optim.Adam([theta, log_sigma], lr=lr)
     n = len(y)
-    best = (math.inf, theta.detach().clone(), 0.0, 0)
-    for epoch in range(max_epochs):
-        for batch in torch.randperm(n, generator=generator).split(batch_size):
-            optimizer.zero_grad()
-            residual = shape.forward_1d(theta, x[batch]) - y[batch]
-            nll = 0.5 * residual**2 * torch.exp(-2 * log_sigma) + log_sigma
-            loss = nll.mean() + 0.5 * prior_precision * theta.pow(2).sum() / n
-            loss.backward()
-            optimizer.step()
-        with torch.no_grad():
-            residual = shape.forward_1d(theta, x_val) - y_val
-            val = float((0.5 * residual**2 * torch.exp(-2 * log_sigma) + log_sigma).mean())
-        if val < best[0]:
-            best = (val, theta.detach().clone(), log_sigma.item(), epoch)
-        elif epoch - best[3] >= patience:
-            break
-    theta_hat = best[1]
+
+    def mean_nll(inputs: Tensor, targets: Tensor) -> Tensor:
+        residual = shape.forward_1d(theta, inputs) - targets
+        return (0.5 * residual**2 * torch.exp(-2 * log_sigma) + log_sigma).mean()
+
+    config = TrainingConfig(lr=lr, max_epochs=max_epochs, batch_size=batch_size,
+                            patience=patience)
+    history = fit_parameters(
+        [theta, log_sigma], n_rows=n, config=config, generator=generator, desc="MAP MLP",
+        batch_loss=lambda rows: (mean_nll(x[rows], y[rows])
+                                 + 0.5 * prior_precision * theta.pow(2).sum() / n),
+        validation=lambda: mean_nll(x_val, y_val))
+    theta_hat = theta.detach()
     with torch.no_grad():
         train_mse = float(((shape.forward_1d(theta_hat, x) - y) ** 2).mean())
-    diagnostics = {"epochs": epoch + 1, "best_epoch": best[3], "val_nll": best[0],
-                   "sigma_at_best": math.exp(best[2]), "train_mse": train_mse}
+    diagnostics = {"epochs": history.epochs, "best_epoch": history.best_epoch,
+                   "val_nll": history.best_validation,
+                   "sigma_at_best": math.exp(log_sigma.item()), "train_mse": train_mse}
     if polish_rounds > 0:
         diagnostics["grad_norm_before_polish"] = float(
             log_joint_gradient(shape, theta_hat, x, y, train_mse, prior_precision).norm())

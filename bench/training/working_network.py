@@ -27,8 +27,8 @@ from torch import Tensor
 from torch.nn.functional import binary_cross_entropy_with_logits
 
 from bench.harness.errors import require_choice
-from bench.models.layered_mlp import LayeredNetwork
-from bench.models.mlp import init_parameters
+from bench.models.mlp import MLPShape, init_parameters
+from bench.training.loop import TrainingConfig, fit_parameters
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def data_loss(f: Tensor, y: Tensor, likelihood: str, noise_variance: float = 1.0
 class TrainedWorkingModel:
     """theta-hat of the working network and the data it was fitted on."""
 
-    network: LayeredNetwork
+    network: MLPShape
     theta: Tensor
     x_fit: Tensor
     y_fit: Tensor
@@ -89,10 +89,10 @@ class TrainedWorkingModel:
     def predict(self, x: Tensor) -> Tensor:
         """``f_theta-hat(x)`` ``[n]``."""
         with torch.no_grad():
-            return self.network.forward(self.theta, x)
+            return self.network.forward_1d(self.theta, x)
 
 
-def train_working_network(network: LayeredNetwork, x: Tensor, y: Tensor, likelihood: str,
+def train_working_network(network: MLPShape, x: Tensor, y: Tensor, likelihood: str,
                           schedule: Schedule, generator: torch.Generator, *,
                           prior_variance: float | None = 1.0, noise_variance: float = 1.0,
                           validation_fraction: float = 0.1, batch_size: int | None = None,
@@ -101,38 +101,34 @@ def train_working_network(network: LayeredNetwork, x: Tensor, y: Tensor, likelih
     require_choice("likelihood", likelihood, ("regression", "classification"))
     x_fit, y_fit, x_val, y_val = validation_split(x, y, validation_fraction, generator)
     theta = init_parameters(network, generator, dtype=torch.float64).requires_grad_(True)
-    optimizer = torch.optim.AdamW([theta], lr=schedule.lr, weight_decay=weight_decay)
-    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, schedule.decay_every,
-                                                schedule.decay_factor)
     n_fit = x_fit.shape[0]
-    batch = n_fit if batch_size is None else batch_size
 
-    def objective(xb: Tensor, yb: Tensor) -> Tensor:
-        loss = data_loss(network.forward(theta, xb), yb, likelihood, noise_variance)
+    def batch_loss(rows: Tensor | slice) -> Tensor:
+        loss = data_loss(network.forward_1d(theta, x_fit[rows]), y_fit[rows], likelihood,
+                         noise_variance)
         if prior_variance is not None:
             loss = loss + (theta**2).sum() / (2 * prior_variance * n_fit)
         return loss
 
-    for _ in range(schedule.epochs):
-        order = torch.randperm(n_fit, generator=generator) if batch < n_fit else None
-        for start in range(0, n_fit, batch):
-            rows = slice(None) if order is None else order[start:start + batch]
-            optimizer.zero_grad()
-            objective(x_fit[rows], y_fit[rows]).backward()
-            optimizer.step()
-        scheduler.step()
+    config = TrainingConfig(
+        lr=schedule.lr, max_epochs=schedule.epochs, optimizer="adamw", weight_decay=weight_decay,
+        batch_size=None if batch_size is None or batch_size >= n_fit else batch_size,
+        schedule="step", step_every=schedule.decay_every, step_factor=schedule.decay_factor,
+    )
+    fit_parameters([theta], batch_loss, n_rows=n_fit, config=config, generator=generator,
+                   desc="working network")
     theta = theta.detach()
     with torch.no_grad():
         diagnostics = {
-            "train_loss": float(data_loss(network.forward(theta, x_fit), y_fit, likelihood,
+            "train_loss": float(data_loss(network.forward_1d(theta, x_fit), y_fit, likelihood,
                                           noise_variance)),
-            "val_loss": float(data_loss(network.forward(theta, x_val), y_val, likelihood,
+            "val_loss": float(data_loss(network.forward_1d(theta, x_val), y_val, likelihood,
                                         noise_variance)) if len(y_val) else float("nan"),
         }
     return TrainedWorkingModel(network, theta, x_fit, y_fit, x_val, y_val, diagnostics)
 
 
-def mean_function_fitter(network: LayeredNetwork, likelihood: str, schedule: Schedule,
+def mean_function_fitter(network: MLPShape, likelihood: str, schedule: Schedule,
                          **training_options) -> Callable:
     """``fit(x, y, generator) -> predict`` for the Split and Ensemble baselines."""
 

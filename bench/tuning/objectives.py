@@ -11,7 +11,6 @@ modules may be written after it).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -46,48 +45,21 @@ def last_val_mse(train: tuple, val: tuple, *, lr: float, batch_size: int, genera
     ``nn.Linear`` scheme) and the shuffling; the global RNGs are neither seeded nor used.
     A non-finite validation MSE stops training and is returned as it is.
     """
-    import torch
+    from bench.models.mlp import MLPShape, init_parameters
+    from bench.training.loop import TrainingConfig, fit_parameters
 
     x, y = (t.float() for t in train)
     x_val, y_val = (t.float() for t in val)
-    net = _relu_mlp([x.shape[1], *n_hidden, y.shape[1]], generator)
-    optimizer = torch.optim.Adam(net.parameters(), lr=lr)
-    loss = torch.nn.MSELoss()
-    best, stale, value = math.inf, 0, math.nan
-    for _ in range(max_epochs):
-        for index in torch.randperm(len(x), generator=generator).split(batch_size):
-            optimizer.zero_grad()
-            loss(net(x[index]), y[index]).backward()
-            optimizer.step()
-        with torch.no_grad():
-            value = float(loss(net(x_val), y_val))
-        if not math.isfinite(value):
-            break
-        if value < best:
-            best, stale = value, 0
-        else:
-            stale += 1
-            if stale >= patience:
-                break
-    return value
-
-
-def _relu_mlp(widths: Sequence[int], generator):
-    """``nn.Sequential`` of Linear layers with ReLU between, initialised from ``generator``."""
-    import torch
-    from torch import nn
-
-    layers = []
-    for i, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:], strict=True)):
-        layer = nn.utils.skip_init(nn.Linear, fan_in, fan_out)
-        with torch.no_grad():
-            nn.init.kaiming_uniform_(layer.weight, a=math.sqrt(5), generator=generator)
-            bound = 1 / math.sqrt(fan_in)
-            nn.init.uniform_(layer.bias, -bound, bound, generator=generator)
-        layers.append(layer)
-        if i < len(widths) - 2:
-            layers.append(nn.ReLU())
-    return nn.Sequential(*layers)
+    shape = MLPShape((x.shape[1], *n_hidden, y.shape[1]), "relu")
+    theta = init_parameters(shape, generator).requires_grad_(True)
+    config = TrainingConfig(lr=lr, max_epochs=max_epochs, batch_size=batch_size,
+                            patience=patience, restore_best=False)
+    history = fit_parameters(
+        [theta], lambda rows: (shape.forward(theta, x[rows]) - y[rows]).pow(2).mean(),
+        n_rows=len(x), config=config, generator=generator, desc="MLP objective",
+        validation=lambda: (shape.forward(theta, x_val) - y_val).pow(2).mean(),
+    )
+    return history.last_validation
 
 
 def mfvi_objective(params: Mapping[str, Any], seed: int, *, test_fraction: float = 0.2,

@@ -21,7 +21,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import optuna
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
@@ -29,6 +28,7 @@ from optuna.study import MaxTrialsCallback
 from optuna.trial import TrialState
 
 from bench.harness.errors import ConfigError
+from bench.harness.rng import derived_seed
 from bench.tuning.space import suggest, to_fields
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
@@ -107,7 +107,7 @@ def sampler_seed(seed: int, worker: int, n_trials: int) -> int:
     """
     if worker == 0 and n_trials == 0:
         return seed
-    return int(np.random.SeedSequence([seed, worker, n_trials]).generate_state(1)[0])
+    return derived_seed([seed, worker, n_trials])
 
 
 def _flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -1,10 +1,10 @@
 """Deep ensemble (Lakshminarayanan et al., 2017) of mean/log-variance MLPs.
 
 Each member is a ``d-h-...-h-2`` MLP (outputs mean and log-variance) trained on the Gaussian
-NLL with Adam by a plain loop over pre-shuffled index tensors (a 200-point MLP pays no
-per-step framework overhead), with early stopping on the validation NLL and the best
-epoch's weights restored. Every random draw of member ``m`` (initialisation and minibatch
-order) comes from its own generator derived from ``(seed, m)``; the global RNG is not used.
+NLL with Adam in minibatches by :func:`bench.training.loop.fit_parameters`, with early
+stopping on the validation NLL and the best epoch's weights restored. Every random draw of
+member ``m`` (initialisation and minibatch order) comes from its own generator derived from
+``(seed, m)``; the global RNG is not used.
 """
 
 from __future__ import annotations
@@ -13,24 +13,17 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor
 
 from bench.datasets.regression import RegressionSplits
 from bench.harness.errors import require_choice, require_positive
-from bench.harness.rng import make_generator
+from bench.harness.rng import derived_seed, make_generator
 from bench.harness.timing import Stopwatch
+from bench.models.activations import ACTIVATIONS
 from bench.models.mlp import MLPShape, init_parameters
 from bench.predictive.densities import Gaussian
-
-ACTIVATIONS = ("relu", "tanh")
-
-
-def member_seeds(seed: int, members: int) -> list[int]:
-    """Independent 64-bit seeds for members ``0..members-1``; member m's does not depend on M."""
-    children = np.random.SeedSequence(int(seed)).spawn(members)
-    return [int(child.generate_state(1, dtype=np.uint64)[0]) for child in children]
+from bench.training.loop import TrainingConfig, fit_parameters
 
 
 def gaussian_nll(output: Tensor, y: Tensor) -> Tensor:
@@ -68,7 +61,9 @@ class DeepEnsembleMethod:
         watch = Stopwatch()
         self.shape = MLPShape((splits.n_features, *self.n_hidden, 2), self.activation)
         self.thetas, epochs, best_epochs, val_nlls = [], [], [], []
-        for member_seed in member_seeds(seed, self.members):
+        for member in range(self.members):
+            # Member m's 64-bit seed is the m-th SeedSequence child of seed: independent of M.
+            member_seed = derived_seed(seed, spawn_key=(member,), bits=64)
             theta, diagnostics = self._train_member(splits, make_generator(member_seed))
             self.thetas.append(theta)
             epochs.append(diagnostics["epochs"])
@@ -83,20 +78,15 @@ class DeepEnsembleMethod:
         x, y = splits.x_train.float(), splits.y_train[:, 0].float()
         x_val, y_val = splits.x_val.float(), splits.y_val[:, 0].float()
         theta = init_parameters(self.shape, generator).requires_grad_(True)
-        optimizer = torch.optim.Adam([theta], lr=self.lr)
-        best_nll, best_theta, best_epoch = math.inf, theta.detach().clone(), -1
-        for epoch in range(self.max_epochs):
-            for batch in torch.randperm(len(y), generator=generator).split(self.batch_size):
-                optimizer.zero_grad(set_to_none=True)
-                gaussian_nll(self.shape.forward(theta, x[batch]), y[batch]).backward()
-                optimizer.step()
-            with torch.no_grad():
-                val_nll = float(gaussian_nll(self.shape.forward(theta, x_val), y_val))
-            if val_nll < best_nll:
-                best_nll, best_theta, best_epoch = val_nll, theta.detach().clone(), epoch
-            elif epoch - best_epoch >= self.patience:
-                break
-        return best_theta, {"epochs": epoch + 1, "best_epoch": best_epoch, "val_nll": best_nll}
+        config = TrainingConfig(lr=self.lr, max_epochs=self.max_epochs,
+                                batch_size=self.batch_size, patience=self.patience)
+        history = fit_parameters(
+            [theta], lambda rows: gaussian_nll(self.shape.forward(theta, x[rows]), y[rows]),
+            n_rows=len(y), config=config, generator=generator, desc="ensemble member",
+            validation=lambda: gaussian_nll(self.shape.forward(theta, x_val), y_val),
+        )
+        return theta.detach(), {"epochs": history.epochs, "best_epoch": history.best_epoch,
+                                "val_nll": history.best_validation}
 
     def member_predictions(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """Member means and variances, each ``[members, n]``."""

@@ -3,7 +3,7 @@ hamiltorch runs (Table 2; reproduction notes §6 and §10 item 13).
 
 The posterior is over the flat parameter vector theta of an MLP f_theta with prior
 N(0, 1/tau_in) per parameter and Gaussian likelihood log p(y | theta) = -tau_out/2 sum (y - f)^2
-(constants dropped). The network is evaluated from theta by batched matmuls, so one potential
+(constants dropped). The network is the flat :class:`bench.models.mlp.MLPShape`, so one potential
 gradient is a single small forward/backward pass.
 """
 
@@ -14,7 +14,6 @@ from typing import Any
 
 import pyro
 import torch
-import torch.nn.functional as F
 from pyro.infer.mcmc import HMC, MCMC
 from pyro.infer.mcmc.adaptation import BlockMassMatrix
 from pyro.ops.stats import effective_sample_size, split_gelman_rubin
@@ -23,9 +22,10 @@ from torch import Tensor
 from bench.datasets.regression import RegressionSplits
 from bench.harness.errors import ConfigError, require_choice, require_positive
 from bench.harness.timing import Stopwatch
+from bench.models.activations import ACTIVATIONS
+from bench.models.mlp import MLPShape, init_parameters
 from bench.predictive.densities import Gaussian
 
-ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu}
 VARIANCES = ("paper", "corrected")
 _PREDICT_CHUNK = 256
 _TRACED_INPUTS = 5
@@ -64,7 +64,7 @@ class HMCMethod:
     variance: str = "paper"
     device: str = "cpu"
     samples: Tensor | None = field(default=None, init=False, repr=False)
-    widths: tuple[int, ...] = field(default=(), init=False, repr=False)
+    shape: MLPShape | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         require_choice("method.activation", self.activation, ACTIVATIONS)
@@ -81,7 +81,7 @@ class HMCMethod:
         """Sample the posterior on the training split; returns sampler diagnostics.
 
         ``seed`` drives a ``torch.Generator`` for the initial weights (nn.Linear's default
-        init: weight and bias uniform in +-1/sqrt(fan_in)) and, because pyro's kernel draws
+        init, :func:`bench.models.mlp.init_parameters`) and, because pyro's kernel draws
         momenta and accept/reject uniforms from the global torch RNG and takes no generator,
         ``pyro.set_rng_seed(seed)`` (torch, numpy and random global RNGs) is called here, just
         before sampling, never at construction.
@@ -94,13 +94,13 @@ class HMCMethod:
         """
         device = torch.device(self.device)
         x, y = splits.x_train.to(device), splits.y_train.to(device).reshape(-1)
-        self.widths = (splits.n_features, *self.n_hidden, 1)
+        self.shape = MLPShape((splits.n_features, *self.n_hidden, 1), self.activation)
         generator = torch.Generator(device=device).manual_seed(seed)
-        theta0 = self._initial_theta(generator, x.dtype, device)
+        theta0 = init_parameters(self.shape, generator, x.dtype, device=device)
 
         def potential(params: dict[str, Tensor]) -> Tensor:
             theta = params["theta"]
-            residual = y - self._forward(theta, x)
+            residual = y - self.shape.forward_1d(theta, x)
             return 0.5 * (self.tau_out * residual.square().sum()
                           + self.tau_in * theta.square().sum())
 
@@ -128,45 +128,15 @@ class HMCMethod:
         if self.samples is None:
             raise RuntimeError("HMCMethod.fit must run before predictions")
         x = x.to(self.samples.device, self.samples.dtype)
+        forward = torch.func.vmap(self.shape.forward_1d, in_dims=(0, None))
         with torch.no_grad():
-            return torch.cat([self._forward(chunk, x)
-                              for chunk in self.samples.split(_PREDICT_CHUNK)])
+            return torch.cat([forward(chunk, x) for chunk in self.samples.split(_PREDICT_CHUNK)])
 
     def predict(self, x: Tensor) -> Gaussian:
         """Gaussian predictive at ``x``: sample mean, and the configured variance (see class)."""
         f = self.sample_predictions(x)
         copies = 2.0 if self.variance == "paper" else 1.0
         return Gaussian(f.mean(0), copies * f.var(0) + 1.0 / self.tau_out)
-
-    def _initial_theta(self, generator: torch.Generator, dtype: torch.dtype,
-                       device: torch.device) -> Tensor:
-        """Flat nn.Linear default init, layer by layer, weight then bias (PyTorch's order)."""
-        parts = []
-        for fan_in, fan_out in zip(self.widths[:-1], self.widths[1:], strict=True):
-            bound = fan_in**-0.5
-            for shape in ((fan_out, fan_in), (fan_out,)):
-                part = torch.empty(shape, dtype=dtype, device=device)
-                parts.append(part.uniform_(-bound, bound, generator=generator).reshape(-1))
-        return torch.cat(parts)
-
-    def _forward(self, theta: Tensor, x: Tensor) -> Tensor:
-        """MLP outputs at ``x`` for one flat parameter vector ``[p]`` (-> ``[n]``) or a batch
-        ``[S, p]`` (-> ``[S, n]``); the single-vector path is the cheap one the sampler uses."""
-        act = ACTIVATIONS[self.activation]
-        h, offset, n_layers = x, 0, len(self.widths) - 1
-        for layer, (fan_in, fan_out) in enumerate(zip(self.widths[:-1], self.widths[1:],
-                                                      strict=True)):
-            weight = theta[..., offset:offset + fan_in * fan_out].unflatten(-1, (fan_out, fan_in))
-            offset += fan_in * fan_out
-            bias = theta[..., offset:offset + fan_out]
-            offset += fan_out
-            if theta.dim() == 1:
-                h = F.linear(h, weight, bias)
-            else:
-                h = torch.matmul(h, weight.mT) + bias.unsqueeze(-2)
-            if layer < n_layers - 1:
-                h = act(h)
-        return h.squeeze(-1)
 
     def _mixing(self, x: Tensor, y: Tensor) -> dict[str, float]:
         """Split R-hat and ESS of the log-likelihood and of f at a few training inputs."""
@@ -176,7 +146,6 @@ class HMCMethod:
         traces = torch.cat([log_lik.unsqueeze(1), f[:, picks]], 1).double().unsqueeze(0)
         return {"r_hat": float(split_gelman_rubin(traces).max()),
                 "ess": float(effective_sample_size(traces).min())}
-
 
 
 class _AcceptanceCounter:

@@ -22,43 +22,16 @@ import torch
 from lightning.pytorch import seed_everything
 from lightning.pytorch.callbacks import EarlyStopping
 from torch import Tensor, nn
-from torch.utils.data import DataLoader, TensorDataset
 
+from bench.datasets.datamodule import TensorDataModule
 from bench.datasets.regression import RegressionSplits
 from bench.harness.errors import require_choice, require_positive
 from bench.harness.timing import Stopwatch
+from bench.models.activations import ACTIVATIONS
 from bench.predictive.densities import Gaussian
-
-ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
 
 _NOISY_WARNINGS = (".*(does not have many workers|LeafSpec|litlogger|smaller than the logging"
                    "|torch.jit.script. is deprecated)")
-
-
-class TensorDataModule(L.LightningDataModule):
-    """Train/val loaders over a RegressionSplits' tensors in Lightning-UQ-Box's batch format.
-
-    Batches are ``{"input": x, "target": y}`` dicts, as the library's own datamodules yield;
-    the train loader shuffles (from the global torch RNG, as the library's loaders do).
-    """
-
-    def __init__(self, splits: RegressionSplits, batch_size: int = 32) -> None:
-        super().__init__()
-        self.splits, self.batch_size = splits, batch_size
-
-    def _loader(self, x: Tensor, y: Tensor, shuffle: bool) -> DataLoader:
-        from lightning_uq_box.datamodules.utils import collate_fn_tensordataset
-
-        return DataLoader(TensorDataset(x, y), batch_size=self.batch_size, shuffle=shuffle,
-                          collate_fn=collate_fn_tensordataset)
-
-    def train_dataloader(self) -> DataLoader:
-        """Shuffled training batches."""
-        return self._loader(self.splits.x_train, self.splits.y_train, shuffle=True)
-
-    def val_dataloader(self) -> DataLoader:
-        """Validation batches in order."""
-        return self._loader(self.splits.x_val, self.splits.y_val, shuffle=False)
 
 
 @contextmanager
@@ -97,7 +70,7 @@ class _LightningUQVI:
         from lightning_uq_box.models import MLP
 
         return MLP(n_inputs=n_inputs, n_hidden=list(self.n_hidden), n_outputs=self.n_outputs,
-                   activation_fn=ACTIVATIONS[self.activation]())
+                   activation_fn=ACTIVATIONS[self.activation].module())
 
     def _module(self, n_inputs: int) -> L.LightningModule:
         raise NotImplementedError

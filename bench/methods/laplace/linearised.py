@@ -38,7 +38,7 @@ from bench.curvature.diagonal import Diagonal
 from bench.curvature.flat import FlatBackend
 from bench.curvature.structures import ggn
 from bench.harness.errors import require_choice
-from bench.models.layered_mlp import LayeredNetwork
+from bench.models.mlp import MLPShape
 from bench.predictive.densities import Gaussian
 
 LIKELIHOODS = ("regression", "classification")
@@ -87,7 +87,7 @@ def subnetwork_covariance(omega: Tensor, subset: Tensor) -> Covariance:
     return block_covariance(omega, [torch.as_tensor(subset, dtype=torch.long)])
 
 
-def layer_block_covariance(omega: Tensor, network: LayeredNetwork) -> Covariance:
+def layer_block_covariance(omega: Tensor, network: MLPShape) -> Covariance:
     """Block Laplace: one block per linear layer (weight and bias), inverted separately."""
     blocks = [torch.arange(part.start, part.stop) for part in network.layer_slices()]
     return block_covariance(omega, blocks)
@@ -102,7 +102,7 @@ def precision_diagonal_covariance(omega: Tensor) -> Covariance:
 class LinearisedLaplace:
     """A trained network at theta-hat with its Laplace precision ``Omega``."""
 
-    network: LayeredNetwork
+    network: MLPShape
     theta: Tensor
     omega: Tensor
     likelihood: str
@@ -111,7 +111,7 @@ class LinearisedLaplace:
     def mean(self, x: Tensor) -> Tensor:
         """``f_theta-hat(x)`` (the linearised model's mean; a logit for classification)."""
         with torch.no_grad():
-            return self.network.forward(self.theta, x)
+            return self.network.forward_1d(self.theta, x)
 
     def jacobians(self, x: Tensor) -> Tensor:
         """Rows ``g(x)`` ``[m, p]``."""
@@ -128,14 +128,14 @@ class LinearisedLaplace:
         return Gaussian(function.mean, self.noise_variance + function.variance)
 
 
-def fit_linearised_laplace(network: LayeredNetwork, theta: Tensor, x_train: Tensor,
+def fit_linearised_laplace(network: MLPShape, theta: Tensor, x_train: Tensor,
                            likelihood: str, noise_variance: float = 1.0,
                            prior_variance: float = 1.0) -> LinearisedLaplace:
     """LLA at ``theta`` from the training inputs (the GGN needs no targets): ``Omega`` is the
     dense GGN weighted by the output curvature ``H_n``, plus the prior precision (eq. 2, C.1)."""
     require_choice("likelihood", likelihood, LIKELIHOODS)
     with torch.no_grad():
-        f = network.forward(theta, x_train)
+        f = network.forward_1d(theta, x_train)
     weights = output_curvature(f, likelihood, noise_variance)
     precision = ggn(FlatBackend(network, theta), x_train, "dense", weights)
     omega = precision.scaled(1.0, 1.0 / prior_variance).to_dense()

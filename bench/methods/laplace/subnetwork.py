@@ -14,7 +14,7 @@ from torch import Tensor
 from bench.harness.errors import ConfigError, require_choice
 from bench.methods.laplace import linearised as lla
 from bench.methods.laplace import subset_selection as selection
-from bench.models.layered_mlp import LayeredNetwork
+from bench.models.mlp import MLPShape
 
 PAPER_NAMES = {
     "full": "LLA",
@@ -29,7 +29,7 @@ PAPER_NAMES = {
 METHODS_WITH_K = ("greedy", "gradient", "subnet_diagonal", "last_k")
 
 
-def subnet_indices(method: str, omega: Tensor, network: LayeredNetwork, k: int | None = None,
+def subnet_indices(method: str, omega: Tensor, network: MLPShape, k: int | None = None,
                    reference_jacobians: Tensor | None = None) -> Tensor:
     """The subset ``S`` a subnetwork method selects."""
     require_choice("method", method, (*METHODS_WITH_K, "neural_linear"))
@@ -48,7 +48,7 @@ def subnet_indices(method: str, omega: Tensor, network: LayeredNetwork, k: int |
     return selection.gradient_subnet_indices(reference_jacobians, k)
 
 
-def method_covariance(method: str, omega: Tensor, network: LayeredNetwork, k: int | None = None,
+def method_covariance(method: str, omega: Tensor, network: MLPShape, k: int | None = None,
                       reference_jacobians: Tensor | None = None) -> lla.Covariance:
     """The covariance (with ``function_variance`` and ``dense``) a method puts in eq. (1)."""
     require_choice("method", method, PAPER_NAMES)

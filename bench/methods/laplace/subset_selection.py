@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from bench.harness.errors import ConfigError
-from bench.models.layered_mlp import LayeredNetwork
+from bench.models.mlp import MLPShape
 
 
 def _check_k(k: int, p: int) -> None:
@@ -141,7 +141,7 @@ def last_k_indices(p: int, k: int) -> Tensor:
     return torch.arange(p - k, p)
 
 
-def neural_linear_indices(network: LayeredNetwork) -> Tensor:
+def neural_linear_indices(network: MLPShape) -> Tensor:
     """NeuralLinear: every parameter of the last layer (its weights and bias)."""
     last = network.layer_slices()[-1]
     return torch.arange(last.start, last.stop)

@@ -7,9 +7,9 @@ import torch
 
 from bench.harness.rng import make_generator
 from bench.methods.laplace import linearised as lla
-from bench.models.layered_mlp import LayeredNetwork
+from bench.models.mlp import MLPShape
 
-TINY = LayeredNetwork((3, 4, 3, 1), ("tanh", "sigmoid"))
+TINY = MLPShape((3, 4, 3, 1), ("tanh", "sigmoid"))
 
 
 def random_spd(p: int, seed: int) -> torch.Tensor:
@@ -28,7 +28,7 @@ def tiny_problem(seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
 def test_classification_precision_is_the_bernoulli_weighted_ggn_plus_prior():
     theta, x = tiny_problem()
     fit = lla.fit_linearised_laplace(TINY, theta, x, "classification")
-    jac, s = TINY.jacobian(theta, x), torch.sigmoid(TINY.forward(theta, x))
+    jac, s = TINY.jacobian(theta, x), torch.sigmoid(TINY.forward_1d(theta, x))
     expected = jac.T @ torch.diag(s * (1 - s)) @ jac + torch.eye(TINY.n_params)
     torch.testing.assert_close(fit.omega, expected)
 
@@ -37,7 +37,7 @@ def test_regression_precision_scales_with_noise_and_prior_variance():
     theta, x = tiny_problem(2)
     fit = lla.fit_linearised_laplace(TINY, theta, x, "regression", noise_variance=0.25,
                                      prior_variance=2.0)
-    jac = torch.func.jacrev(lambda t: TINY.forward(t, x))(theta)
+    jac = torch.func.jacrev(lambda t: TINY.forward_1d(t, x))(theta)
     expected = jac.T @ jac / 0.25 + 0.5 * torch.eye(TINY.n_params, dtype=torch.float64)
     torch.testing.assert_close(fit.omega, expected)
 

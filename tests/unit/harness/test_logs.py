@@ -33,7 +33,10 @@ def test_multirun_size_and_progress_line():
 
 
 def test_quiet_lightning_raises_and_restores_its_levels():
+    import lightning  # noqa: F401  (sets its loggers' levels on first import)
+
     pytorch_logger = logging.getLogger("lightning.pytorch")
+    pytorch_logger.setLevel(logging.INFO)
     with quiet_lightning():
         assert pytorch_logger.level == logging.WARNING
         assert logging.getLogger("lightning").level == logging.WARNING

@@ -24,10 +24,10 @@ from bench.methods.laplace import linearised as lla
 from bench.methods.laplace import subset_selection as selection
 from bench.methods.laplace.subnetwork import PAPER_NAMES, method_covariance
 from bench.metrics.wasserstein import gaussian_w2, mean_predictive_w2, univariate_gaussian_w2
-from bench.models.layered_mlp import LayeredNetwork
-from bench.training.working_network import Schedule, paper_schedule, train_working_network
+from bench.models.mlp import MLPShape
+from bench.training.working_network import Schedule, train_working_network
 
-TINY = LayeredNetwork((3, 4, 3, 1), ("tanh", "sigmoid"))
+TINY = MLPShape((3, 4, 3, 1), ("tanh", "sigmoid"))
 
 
 def random_spd(p: int, seed: int) -> torch.Tensor:
@@ -172,17 +172,6 @@ def test_probit_matches_monte_carlo():
     torch.testing.assert_close(lla.probit_probability(mean, 0 * variance), torch.sigmoid(mean))
 
 
-def test_network_jacobian_matches_autograd_and_module():
-    g = make_generator(4)
-    theta = torch.randn(TINY.n_params, generator=g, dtype=torch.float64)
-    x = torch.randn(7, 3, generator=g, dtype=torch.float64)
-    expected = torch.func.jacrev(lambda t: TINY.forward(t, x))(theta)
-    torch.testing.assert_close(TINY.jacobian(theta, x), expected)
-    torch.testing.assert_close(TINY.module(theta)(x)[:, 0], TINY.forward(theta, x))
-    slices = TINY.layer_slices()
-    assert slices[0].start == 0 and slices[-1].stop == TINY.n_params == 16 + 15 + 4
-
-
 # ---------------------------------------------------------------- Wasserstein
 
 
@@ -253,17 +242,11 @@ def test_test_domains_and_experiment_shapes():
 # ---------------------------------------------------------------- training and pipeline
 
 
-def test_paper_schedules():
-    assert paper_schedule("exp1", "regression", "misspecified") == Schedule(0.01, 1500, 500)
-    assert paper_schedule("exp2", "classification", "wellspecified").lr == 0.001
-    assert paper_schedule("exp2", "regression", "wellspecified").decay_every == 1000
-
-
 @pytest.mark.parametrize("likelihood", ["regression", "classification"])
 def test_training_reduces_loss_and_feeds_the_lla(likelihood):
     data = make_dataset("exp1", "misspecified", likelihood, make_generator(0), n_train=60,
                         n_test=30)
-    network = LayeredNetwork((5, 6, 6, 1), ("tanh", "sigmoid"))
+    network = MLPShape((5, 6, 6, 1), ("tanh", "sigmoid"))
     short = train_working_network(network, data.x_train, data.y_train, likelihood,
                                   Schedule(0.01, 1, 100), make_generator(1))
     trained = train_working_network(network, data.x_train, data.y_train, likelihood,

@@ -11,12 +11,12 @@ from torch.utils.data import DataLoader, TensorDataset
 from bench.harness.rng import make_generator
 from bench.methods.laplace import linearised as lla
 from bench.methods.laplace.subset_selection import subnet_diagonal_indices
-from bench.models.layered_mlp import LayeredNetwork
+from bench.models.mlp import MLPShape
 
 laplace = pytest.importorskip("laplace")
 from laplace.utils.subnetmask import LargestVarianceDiagLaplaceSubnetMask  # noqa: E402
 
-TINY = LayeredNetwork((3, 4, 3, 1), ("tanh", "sigmoid"))
+TINY = MLPShape((3, 4, 3, 1), ("tanh", "sigmoid"))
 NOISE_VARIANCE = 0.5
 
 
