@@ -19,8 +19,8 @@ from pathlib import Path
 LOG_NAME = "job.log"
 LIBRARY_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning",
                    "lightning_fabric", "pyro", "optuna")
-NOISY_WARNINGS = (r".*(num_workers|LeafSpec|litlogger|torch\.jit\.script|"
-                  r"does not have many workers|GPU available|TPU available).*")
+NOISY_WARNINGS = (r".*(num_workers|LeafSpec|litlogger|torch\.jit\.script. is deprecated|"
+                  r"does not have many workers|smaller than the logging).*")
 FILE_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 logger = logging.getLogger("bench")
@@ -77,18 +77,21 @@ def job_log(folder: Path) -> Iterator[Path]:
     path = folder / f".job-{os.getpid()}.log"
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter(FILE_FORMAT))
-    handler.setLevel(logging.INFO)
+    handler.addFilter(_harness_info_or_any_warning)
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.INFO)
     root = logging.getLogger()
-    previous = root.level
-    if root.level > logging.INFO or root.level == logging.NOTSET:
-        root.setLevel(logging.INFO)
     root.addHandler(handler)
     try:
         yield path
     finally:
         root.removeHandler(handler)
-        root.setLevel(previous)
         handler.close()
+
+
+def _harness_info_or_any_warning(record: logging.LogRecord) -> bool:
+    """The job log keeps the harness's INFO lines and every library's warnings."""
+    return record.levelno >= logging.WARNING or record.name.startswith("bench")
 
 
 def publish_job_log(temporary: Path) -> Path | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import torch
 from omegaconf import DictConfig
 
+from bench.harness.progress import progress
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator
 from bench.harness.timing import Stopwatch
@@ -102,7 +103,8 @@ def run(cfg: DictConfig) -> TaskResult:
     likelihood, specification = str(cfg.dataset.likelihood), str(cfg.dataset.specification)
     per_replication = []
     result = TaskResult()
-    for r, seed in enumerate(replication_seeds(int(cfg.seed), int(cfg.replications_per_job))):
+    seeds = replication_seeds(int(cfg.seed), int(cfg.replications_per_job))
+    for r, seed in enumerate(progress(seeds, "replications")):
         watch = Stopwatch()
         values, diagnostics = replication_coverage(cfg, make_generator(seed))
         result.timings[f"replication_{r}_s"] = watch.elapsed()

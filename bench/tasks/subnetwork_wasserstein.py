@@ -16,6 +16,7 @@ import torch
 from omegaconf import DictConfig
 
 from bench.datasets.synthetic_networks import TEST_DOMAINS
+from bench.harness.progress import progress
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator
 from bench.harness.timing import Stopwatch
@@ -73,7 +74,7 @@ def run(cfg: DictConfig) -> TaskResult:
     seeds = replication_seeds(int(cfg.seed), int(cfg.replications_per_job))
     per_replication = []
     result = TaskResult()
-    for r, seed in enumerate(seeds):
+    for r, seed in enumerate(progress(seeds, "replications")):
         watch = Stopwatch()
         values, diagnostics = replication_w2(cfg, make_generator(seed))
         result.timings[f"replication_{r}_s"] = watch.elapsed()

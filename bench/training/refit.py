@@ -17,6 +17,7 @@ import torch
 from torch import Tensor
 
 from bench.curvature.base import Curvature
+from bench.harness.progress import progress
 from bench.models.mlp import MLPShape
 
 MAX_ACTIVATIONS = 2**23
@@ -61,7 +62,7 @@ def sgd_refits(
     ``f`` ``[R, b]`` and targets ``[R, b]``.
     """
     results, epochs_run = [], []
-    for start in range(0, len(y_new), settings.chunk):
+    for start in progress(range(0, len(y_new), settings.chunk), "refit chunks"):
         stop = min(start + settings.chunk, len(y_new))
         theta, ran = _sgd_chunk(shape=shape, theta_hat=theta_hat, x=x, y=y,
                                 x_new=x_new[start:stop], y_new=y_new[start:stop],

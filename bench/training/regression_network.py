@@ -16,7 +16,6 @@ NLL restored.
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -25,6 +24,7 @@ from torch import Tensor
 
 from bench.datasets.regression import RegressionSplits
 from bench.harness.errors import require_choice
+from bench.harness.logs import quiet_lightning
 from bench.harness.timing import Stopwatch
 from bench.models.activations import ACTIVATIONS
 from bench.models.mlp import MLPShape, flat_parameters, init_parameters, shape_of
@@ -76,13 +76,12 @@ def train_paper_mlp(
                                      optimizer=partial(torch.optim.Adam, lr=lr))
     datamodule = splits.datamodule or TensorDataModule(splits)
     datamodule.batch_size = batch_size
-    trainer = L.Trainer(
-        max_epochs=max_epochs, logger=False, enable_checkpointing=False,
-        enable_progress_bar=False, enable_model_summary=False, deterministic=True,
-        callbacks=[EarlyStopping(monitor="val_loss", patience=patience)],
-    )
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*(num_workers|LeafSpec|litlogger).*")
+    with quiet_lightning():
+        trainer = L.Trainer(
+            max_epochs=max_epochs, logger=False, enable_checkpointing=False,
+            enable_progress_bar=False, enable_model_summary=False, deterministic=True,
+            callbacks=[EarlyStopping(monitor="val_loss", patience=patience)],
+        )
         trainer.fit(module, datamodule=datamodule)
     network.eval()
     shape = shape_of(network, activation)

@@ -21,6 +21,7 @@ from torch import Tensor
 
 from bench.datasets.regression import RegressionSplits
 from bench.harness.errors import ConfigError, require_choice, require_positive
+from bench.harness.progress import progress_enabled
 from bench.harness.timing import Stopwatch
 from bench.models.activations import ACTIVATIONS
 from bench.models.mlp import MLPShape, init_parameters
@@ -114,7 +115,8 @@ class HMCMethod:
         kernel.mass_matrix_adapter = BlockMassMatrix(init_scale=self.inverse_mass)
         counter = _AcceptanceCounter(theta0)
         mcmc = MCMC(kernel, num_samples=self.num_samples - self.burn, warmup_steps=self.burn,
-                    initial_params={"theta": theta0}, disable_progbar=True, hook_fn=counter)
+                    initial_params={"theta": theta0}, hook_fn=counter,
+                    disable_progbar=not progress_enabled())
         pyro.set_rng_seed(seed)
         watch = Stopwatch()
         mcmc.run()

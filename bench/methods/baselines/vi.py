@@ -10,9 +10,6 @@ hyperparameters for the heteroscedastic toy (Table 2).
 
 from __future__ import annotations
 
-import logging
-import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -26,27 +23,10 @@ from torch import Tensor, nn
 from bench.datasets.datamodule import TensorDataModule
 from bench.datasets.regression import RegressionSplits
 from bench.harness.errors import require_choice, require_positive
+from bench.harness.logs import quiet_lightning
 from bench.harness.timing import Stopwatch
 from bench.models.activations import ACTIVATIONS
 from bench.predictive.densities import Gaussian
-
-_NOISY_WARNINGS = (".*(does not have many workers|LeafSpec|litlogger|smaller than the logging"
-                   "|torch.jit.script. is deprecated)")
-
-
-@contextmanager
-def _quiet_lightning():
-    """Mute Lightning's device banner and known, harmless warnings (including the
-    ``torch.jit.script`` deprecation raised when the library imports linear_operator)."""
-    lightning_logger = logging.getLogger("lightning.pytorch")
-    level = lightning_logger.level
-    lightning_logger.setLevel(logging.WARNING)
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=_NOISY_WARNINGS)
-            yield
-    finally:
-        lightning_logger.setLevel(level)
 
 
 class _LightningUQVI:
@@ -91,7 +71,7 @@ class _LightningUQVI:
         deterministic = (torch.are_deterministic_algorithms_enabled(),
                          torch.is_deterministic_algorithms_warn_only_enabled())
         early_stopping = EarlyStopping(monitor="val_loss", patience=self.patience)
-        with _quiet_lightning():
+        with quiet_lightning():
             seed_everything(seed, verbose=False)
             for _ in range(2):
                 module = self._module(splits.n_features)
