@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import pyro
 import torch
@@ -65,6 +65,7 @@ class HMCMethod:
     device: str = "cpu"
     samples: Tensor | None = field(default=None, init=False, repr=False)
     widths: tuple[int, ...] = field(default=(), init=False, repr=False)
+    fits_on_base: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         require_choice("method.activation", self.activation, ACTIVATIONS)
@@ -77,8 +78,8 @@ class HMCMethod:
                               f"[0, method.num_samples={self.num_samples})")
         self.n_hidden = tuple(int(h) for h in self.n_hidden)
 
-    def fit(self, splits: RegressionSplits, seed: int) -> dict[str, Any]:
-        """Sample the posterior on the training split; returns sampler diagnostics.
+    def fit(self, data: RegressionSplits, seed: int, base=None) -> dict[str, Any]:
+        """Sample the posterior on the training split (no base); returns sampler diagnostics.
 
         ``seed`` drives a ``torch.Generator`` for the initial weights (nn.Linear's default
         init: weight and bias uniform in +-1/sqrt(fan_in)) and, because pyro's kernel draws
@@ -93,8 +94,8 @@ class HMCMethod:
         pyro run).
         """
         device = torch.device(self.device)
-        x, y = splits.x_train.to(device), splits.y_train.to(device).reshape(-1)
-        self.widths = (splits.n_features, *self.n_hidden, 1)
+        x, y = data.x_train.to(device), data.y_train.to(device).reshape(-1)
+        self.widths = (data.n_features, *self.n_hidden, 1)
         generator = torch.Generator(device=device).manual_seed(seed)
         theta0 = self._initial_theta(generator, x.dtype, device)
 

@@ -16,7 +16,7 @@ import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 import lightning as L
 import torch
@@ -86,6 +86,7 @@ class _LightningUQVI:
     patience: int
     accelerator: str
     n_outputs: int
+    fits_on_base: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         require_choice("method.activation", self.activation, ACTIVATIONS)
@@ -102,8 +103,8 @@ class _LightningUQVI:
     def _module(self, n_inputs: int) -> L.LightningModule:
         raise NotImplementedError
 
-    def fit(self, splits: RegressionSplits, seed: int) -> dict[str, Any]:
-        """Seed globally, build the module twice, train with a Lightning Trainer.
+    def fit(self, data: RegressionSplits, seed: int, base=None) -> dict[str, Any]:
+        """Seed globally, build the module twice, train with a Lightning Trainer (no base).
 
         ``seed_everything(seed)`` seeds torch, numpy and Python's global RNGs: the library
         draws initial weights, minibatch order and Monte Carlo samples from them, so global
@@ -113,7 +114,7 @@ class _LightningUQVI:
         counts and wall time.
         """
         start = time.perf_counter()
-        datamodule = splits.datamodule or TensorDataModule(splits)
+        datamodule = data.datamodule or TensorDataModule(data)
         batch_size = getattr(datamodule, "batch_size", None)
         deterministic = (torch.are_deterministic_algorithms_enabled(),
                          torch.is_deterministic_algorithms_warn_only_enabled())
@@ -121,7 +122,7 @@ class _LightningUQVI:
         with _quiet_lightning():
             seed_everything(seed, verbose=False)
             for _ in range(2):
-                module = self._module(splits.n_features)
+                module = self._module(data.n_features)
             trainer = L.Trainer(
                 max_epochs=self.max_epochs, accelerator=self.accelerator, deterministic=True,
                 callbacks=[early_stopping], logger=False, enable_checkpointing=False,
