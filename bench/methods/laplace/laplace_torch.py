@@ -45,7 +45,6 @@ class LaplaceTorchMethod:
 
         if base is None:
             raise ValueError("LaplaceTorchMethod.fit needs the trained base network (base=)")
-
         require_choice("method.subset_of_weights", self.subset_of_weights, SUBSETS)
         require_choice("method.hessian_structure", self.hessian_structure, HESSIANS)
         require_choice("protocol.name", self.protocol, ("paper", "corrected"))

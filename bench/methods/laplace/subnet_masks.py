@@ -25,6 +25,7 @@ subset, so it is imported only where a precision has to be fitted.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 import torch
@@ -63,7 +64,8 @@ class SubnetworkMask:
     sized: ClassVar[bool] = True
 
     def __init__(self, model: nn.Module, n_params_subnet: int | None = None, *,
-                 precision: Tensor | None = None, jacobians=None,
+                 precision: Tensor | None = None,
+                 jacobians: Callable[[Tensor], Tensor] | None = None,
                  likelihood: str = "regression", sigma_noise: float = 1.0,
                  prior_precision: float = 1.0) -> None:
         self.model = model

@@ -5,7 +5,8 @@ Both follow :class:`bench.methods.base.Method`: ``fit(problem, seed)`` takes a
 together) and fits theta-hat; ``predict(x)`` gives the unnormalised log-PPD on the problem's
 grid as a :class:`GridDensity`. A 1-D grid is one predictive at ``x`` (one input row, or None
 for models without inputs); a 2-D grid ``[N, m]`` holds one grid per row of ``x`` ``[N, q]``.
-Neither draws random numbers.
+Neither draws random numbers. ``last`` keeps the :class:`LogPPD` of the last grid evaluated
+(its ``parts`` are the notes' anchor quantities).
 """
 
 from __future__ import annotations

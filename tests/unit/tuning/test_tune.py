@@ -78,7 +78,8 @@ def test_study_continues_to_its_total_and_exports_the_best_trial(tmp_path):
 
 def test_failed_trials_are_recorded_and_the_study_finishes(tmp_path):
     storage = tmp_path / "tune.log"  # an Optuna journal file, as shared by cluster workers
-    summary = tune(toy_config(storage, "trials=10", "objective.target=tests.unit.tuning.test_tune.flaky"))
+    summary = tune(toy_config(storage, "trials=10",
+                              "objective.target=tests.unit.tuning.test_tune.flaky"))
     trials = trials_of(storage)
     failed = [t for t in trials if t.state == optuna.trial.TrialState.FAIL]
     complete = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
@@ -125,8 +126,8 @@ def test_bad_input_is_one_line_with_exit_code_2(args, expected, tmp_path):
 
 def test_command_line_runs_and_exports(tmp_path):
     out = tmp_path / "mlp.yaml"
-    args = ["space=mlp", "objective.target=tests.unit.tuning.test_tune.quadratic", "trials=2", "threads=0",
-            f"export={out}"]
+    args = ["space=mlp", "objective.target=tests.unit.tuning.test_tune.quadratic", "trials=2",
+            "threads=0", f"export={out}"]
     result = run_cli(args, tmp_path)
     assert result.returncode == 0, result.stderr
     assert "2/2 trials finished" in result.stdout
