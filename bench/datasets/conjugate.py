@@ -3,7 +3,8 @@
 Draws use an explicit generator in float32, in the authors' order, so seed 42 reproduces the
 authors' data exactly (theta-hat anchors of the notes); runs in float64 cast the same draws.
 Each generator yields :class:`ConjugateProblem` objects: a model, its data, where to predict,
-the candidate grid and the exact log predictive there.
+the candidate grid and the exact log predictive there. :class:`PriorModularityData` draws the
+design of the prior-modularity tables, whose task builds one problem per prior.
 """
 
 from __future__ import annotations
@@ -22,14 +23,19 @@ from bench.models.parametric import Data
 
 @dataclass
 class ConjugateProblem:
-    """One panel of a conjugate experiment."""
+    """One panel of a conjugate experiment: the data a conjugate method is fitted on.
+
+    ``y_grid`` is ``[m]`` (one predictive at ``x_new``, a row or None) or ``[N, m]`` (one
+    grid per row of ``x_new`` ``[N, q]``); ``exact_log_ppd`` is the reference on that grid
+    where the task scores against it (None otherwise).
+    """
 
     label: str
     model: object
     data: Data
     x_new: Tensor | None
     y_grid: Tensor
-    exact_log_ppd: Tensor
+    exact_log_ppd: Tensor | None = None
 
 
 def _check_sizes(sizes: list[int]) -> list[int]:
@@ -131,3 +137,30 @@ class LinearRegressionData:
             exact = model.exact_log_ppd(data, x_row, grid)
             label = prior_label(prior["mean"], float(prior["cov_scale"]))
             yield ConjugateProblem(label, model, data, x_row, grid, exact)
+
+
+@dataclass
+class PriorModularityData:
+    """1-D regression without intercept, y = slope x + N(0, sigma^2) (notes §9, Tables 7-8).
+
+    ``design_sum_sq`` rescales the drawn x to that sum of squares (None keeps the raw draws);
+    ``prior_vars`` are the N(0, tau^2) priors the task compares, ``x_test`` where it predicts.
+    """
+
+    name: str
+    n: int
+    sigma: float
+    slope: float
+    x_test: float
+    prior_vars: list[float]
+    design_sum_sq: float | None = None
+
+    def design(self, rng: torch.Generator) -> tuple[Tensor, Tensor]:
+        """x ~ N(0, 1) rescaled to ``design_sum_sq`` (if set), then y (float64)."""
+        n = int(require_positive("dataset.n", self.n))
+        x = torch.randn(n, generator=rng, dtype=torch.float64)
+        if self.design_sum_sq is not None:
+            target = require_positive("dataset.design_sum_sq", self.design_sum_sq)
+            x = x * math.sqrt(target / x.pow(2).sum())
+        y = self.slope * x + self.sigma * torch.randn(n, generator=rng, dtype=torch.float64)
+        return x, y

@@ -25,7 +25,10 @@ Readings of ambiguous text (the sizes are keyword arguments of :func:`make_datas
   of size 5000"); its test-set size is not stated: we use 500, as in Experiment 1.
 * "N(0, 25)" in Appendix D is ``N(0, 25 I_5)``, the mixed test domain of Experiment 1.
 * Each replication draws a new data-generating network ("generated independently"), then the
-  data; everything comes from the one ``torch.Generator`` passed in, in that order.
+  data; everything comes from the one ``torch.Generator`` passed in, in that order (the
+  caller goes on drawing from it: training, refit baselines).
+
+:class:`SyntheticNetworkData` is the config node (``subnet_exp1``, ``subnet_exp2``).
 """
 
 from __future__ import annotations
@@ -106,6 +109,29 @@ class SyntheticDataset:
     def true_mean(self, x: Tensor) -> Tensor:
         """``f_theta0(x)`` (a logit for classification)."""
         return self.true_network.forward_1d(self.true_theta, x)
+
+
+@dataclass
+class SyntheticNetworkData:
+    """One setting of the paper's synthetic data; :meth:`sample` draws one replication."""
+
+    name: str
+    experiment: str
+    specification: str
+    likelihood: str = "regression"
+    n_train: int | None = None
+    n_test: int = 500
+
+    @property
+    def setting(self) -> Setting:
+        """Architectures of the data-generating and working networks."""
+        key = (self.experiment, self.specification)
+        return SETTINGS[require_choice("dataset.(experiment, specification)", key, SETTINGS)]
+
+    def sample(self, generator: torch.Generator) -> SyntheticDataset:
+        """A fresh data-generating network, its training data and test inputs."""
+        return make_dataset(self.experiment, self.specification, self.likelihood, generator,
+                            n_train=self.n_train, n_test=self.n_test)
 
 
 def make_dataset(experiment: str, specification: str, likelihood: str,

@@ -1,17 +1,34 @@
 """The SSLA paper's heteroscedastic toy data (Lightning-UQ-Box's noisy sine, notes §6).
 
-The loader runs the library's own datamodule, as the paper did, so seed 42 reproduces the
-authors' splits draw for draw. The library seeds numpy's global RNG from ``noise_seed`` inside
-its constructor; that is its behaviour, kept here because the splits depend on it.
+:class:`HeteroscedasticToyData` (the ``hetero_toy`` config node) runs the library's own
+datamodule, as the paper did, so seed 42 reproduces the authors' splits draw for draw. The
+library seeds numpy's global RNG from ``noise_seed`` inside its constructor; that is its
+behaviour, kept here because the splits depend on it.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from bench.datasets.regression import RegressionSplits
 from bench.harness.errors import require_positive
+
+
+@dataclass
+class HeteroscedasticToyData:
+    """The toy's settings; :meth:`splits` draws the splits of one seed."""
+
+    name: str
+    n_points: int = 250
+    test_fraction: float = 0.1
+    test_points: int = 0
+
+    def splits(self, seed: int) -> RegressionSplits:
+        """Standardised splits whose noise and split seed is ``seed`` (42: the paper's)."""
+        return heteroscedastic_toy(seed, self.n_points, self.test_fraction, self.test_points)
 
 
 def heteroscedastic_toy(

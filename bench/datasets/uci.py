@@ -137,6 +137,28 @@ def uci_split_indices(n_rows: int, seed: int, test_subsample: int) -> SplitIndic
     return SplitIndices(train_val, train, val, cal, test, n_test_full)
 
 
+@dataclass
+class UCIRegressionData:
+    """One UCI data set of Tables 3-4 under a protocol; :meth:`splits` loads one seed's split.
+
+    ``name`` is the config's name (``uci_bike``), ``uci_name`` the data set's key in
+    :data:`RECIPES` (``bike``), ``title`` its row label in the tables and ``tuned`` the name of
+    its tuned-values file; ``test_subsample`` and ``root`` as :func:`uci_splits`.
+    """
+
+    name: str
+    uci_name: str
+    title: str
+    tuned: str
+    protocol: str = "paper"
+    test_subsample: int | None = None
+    root: str | None = None
+
+    def splits(self, seed: int) -> RegressionSplits:
+        """The standardised splits of ``seed`` (split and test subsample; 42 is the paper's)."""
+        return uci_splits(self.uci_name, self.protocol, seed, self.test_subsample, self.root)
+
+
 def uci_splits(
     name: str, protocol: str = "paper", seed: int = 42, test_subsample: int | None = None,
     root: str | Path | None = None,
@@ -155,7 +177,7 @@ def uci_splits(
         test_subsample = MEDIUM_TEST_SIZE if recipe.medium else 0
     if isinstance(test_subsample, bool) or not isinstance(test_subsample, int) \
             or test_subsample < 0:
-        raise ConfigError(f"dataset.loader.test_subsample={test_subsample!r} is not valid; "
+        raise ConfigError(f"dataset.test_subsample={test_subsample!r} is not valid; "
                           "it must be null, 0 (full test set) or a positive integer")
     raw = load_uci_frame(name, root)
     paper = protocol == "paper"

@@ -186,7 +186,7 @@ UCI_SOURCES: dict[str, UciSource] = {
 
 def uci_source(name: str) -> UciSource:
     """The registry entry for ``name``; a one-line ConfigError naming the choices otherwise."""
-    return UCI_SOURCES[require_choice("dataset.loader.name", name, UCI_SOURCES)]
+    return UCI_SOURCES[require_choice("dataset.uci_name", name, UCI_SOURCES)]
 
 
 def load_uci_frame(name: str, root: str | Path | None = None) -> pd.DataFrame:

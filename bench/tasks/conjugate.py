@@ -8,6 +8,7 @@ from omegaconf import DictConfig
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator, resolve_dtype
 from bench.harness.timing import Stopwatch
+from bench.methods.base import instantiate_method
 from bench.metrics.grid import compute_grid_metrics
 from bench.predictive.densities import GridDensity
 
@@ -22,12 +23,12 @@ def grid_ppd(cfg: DictConfig) -> TaskResult:
     """
     dtype = resolve_dtype(cfg.protocol.dtype)
     dataset = instantiate(cfg.dataset)
-    method = instantiate(cfg.method)
+    method = instantiate_method(cfg.method)
     result = TaskResult()
     for problem in dataset.problems(make_generator(cfg.seed), dtype):
         watch = Stopwatch()
-        method.fit(problem.model, problem.data)
-        approx = method.predict(problem.x_new, problem.y_grid)
+        method.fit(problem, int(cfg.seed))
+        approx = method.predict(problem.x_new)
         result.timings[f"{problem.label}_s"] = watch.elapsed()
         exact = GridDensity(problem.y_grid, problem.exact_log_ppd)
         scores = compute_grid_metrics(list(cfg.metrics.compute), approx, exact)

@@ -5,28 +5,24 @@ from __future__ import annotations
 import torch
 from omegaconf import DictConfig
 
+from bench.datasets.conjugate import ConjugateProblem
 from bench.harness.errors import require_positive
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator, resolve_dtype
-from bench.methods.ssla.algorithm import assla_log_ppd
+from bench.methods.base import instantiate_method
 from bench.metrics.grid import compute_grid_metrics
 from bench.models.conjugate import NormalMeanModel
 from bench.models.parametric import Data
 from bench.predictive.densities import GridDensity
 
 
-def _assla(data: Data, model: NormalMeanModel, grid, cfg: DictConfig, increment: str):
-    return assla_log_ppd(
-        model, data, None, grid, objective=cfg.protocol.fit_objective,
-        curvature_includes_prior=cfg.protocol.curvature_includes_prior, increment=increment,
-    )
-
-
 def run(cfg: DictConfig) -> TaskResult:
     """ASSLA on n normal draws: the paper's aggregate route in ``task.dtype`` vs a reference.
 
-    The reference computes the increment directly (log N(v; theta-hat, sigma2)) in float64 on
-    the same draws. Cells: row ``n=<n>`` (float32) or ``n=<n>/float64``; columns as Table 1.
+    The method node (``method=assla``) runs with the aggregate increment in ``task.dtype``
+    and, as the reference, with the increment computed directly (log N(v; theta-hat,
+    sigma2)) in float64 on the same draws. Cells: row ``n=<n>`` (float32) or
+    ``n=<n>/float64``; columns as Table 1.
     """
     n = int(require_positive("task.n", cfg.task.n))
     dtype = resolve_dtype(cfg.task.dtype, key="task.dtype")
@@ -37,16 +33,21 @@ def run(cfg: DictConfig) -> TaskResult:
     )
     grid32 = torch.linspace(ds.grid_start, ds.grid_stop, ds.grid_num)
 
-    def model(dt: torch.dtype) -> NormalMeanModel:
-        return NormalMeanModel(ds.sigma2, ds.prior_mean, ds.prior_var, dtype=dt)
+    def assla(dt: torch.dtype, increment: str):
+        model = NormalMeanModel(ds.sigma2, ds.prior_mean, ds.prior_var, dtype=dt)
+        problem = ConjugateProblem(f"n={n}", model, Data(y=draws.to(dt)), None, grid32.to(dt))
+        method = instantiate_method(cfg.method, increment=increment)
+        method.fit(problem, int(cfg.seed))
+        return method.predict(None), method
 
-    approx = _assla(Data(y=draws.to(dtype)), model(dtype), grid32.to(dtype), cfg, "aggregate")
-    reference = _assla(Data(y=draws.double()), model(torch.float64), grid32.double(), cfg, "direct")
-    approx_grid = GridDensity(grid32, approx.values)
-    reference_grid = GridDensity(grid32, reference.values)
+    approx_grid, approx = assla(dtype, "aggregate")
+    reference_grid, _ = assla(torch.float64, "direct")
+    approx_grid = GridDensity(grid32, approx_grid.log_values)
+    reference_grid = GridDensity(grid32, reference_grid.log_values)
     names = ["kl", "max_abs_log_err", "frac_nonfinite"]
     metrics = compute_grid_metrics(names, approx_grid, reference_grid)
-    metrics["frac_delta_eq_0"] = float((approx.parts["likelihood_increment"] == 0).double().mean())
+    increment = approx.last.parts["likelihood_increment"]
+    metrics["frac_delta_eq_0"] = float((increment == 0).double().mean())
     row = f"n={n}" if dtype == torch.float32 else f"n={n}/{cfg.task.dtype}"
     result = TaskResult(metrics=dict(metrics))
     for column in ("kl", "max_abs_log_err", "frac_delta_eq_0", "frac_nonfinite"):
@@ -54,7 +55,7 @@ def run(cfg: DictConfig) -> TaskResult:
     result.fitted = {"theta_hat": approx.theta_hat.tolist(), "n": n, "dtype": cfg.task.dtype}
     result.arrays = {
         "grid": grid32.double().tolist(),
-        "log_ppd": approx.values.double().tolist(),
-        "reference_log_ppd": reference.values.tolist(),
+        "log_ppd": approx_grid.log_values.double().tolist(),
+        "reference_log_ppd": reference_grid.log_values.tolist(),
     }
     return result

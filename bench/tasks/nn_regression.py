@@ -1,26 +1,31 @@
 """Task of SSLA Table 2 / Figure 2: network methods on a regression dataset, scored centrally.
 
-One job = (method, protocol, seed). Laplace-family methods (``method.family: laplace``) share
-one base network per job, trained per ``base`` (the authors' MSE MLP under
-``protocol=paper``, the MAP network under ``corrected``), and evaluate each of their variants
-(e.g. KFAC, DIAG, DENSE) on it. Cells: row ``<variant row>``, columns ``cov95 cov90 cov75
-cov50 nll crps rmse``; arrays keep the test predictions for the figure.
+One job = (method, protocol, seed). Methods that fit on a base network (``fits_on_base``:
+SSLA, ASSLA, LA, plug-in) share one per job, trained by the experiment's ``base`` node (the
+authors' MSE MLP under ``protocol=paper``, the MAP network under ``corrected``), and each of
+the method's variants (e.g. KFAC, DIAG, DENSE) is fitted on it. Cells: row ``<variant
+row>``, columns ``cov95 cov90 cov75 cov50 nll crps rmse``; arrays keep the test predictions
+for the figure.
 """
 
 from __future__ import annotations
-
-import dataclasses
 
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from bench.harness.errors import ConfigError
+from bench.harness.overrides import group_options
 from bench.harness.result import TaskResult
-from bench.harness.rng import resolve_dtype
 from bench.harness.timing import Stopwatch
+from bench.methods.base import (
+    Method,
+    instantiate_method,
+    method_arguments,
+    method_class,
+    method_variants,
+)
 from bench.metrics.regression import regression_metrics
-from bench.training.regression_network import train_map_mlp, train_paper_mlp
 
 
 def run(cfg: DictConfig) -> TaskResult:
@@ -28,29 +33,28 @@ def run(cfg: DictConfig) -> TaskResult:
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg.threads))
     result = TaskResult()
-    splits = instantiate(cfg.dataset.loader)(seed=int(cfg.seed))
+    splits = instantiate(cfg.dataset).splits(seed=int(cfg.seed))
     result.arrays["x_test"] = splits.x_test[:, 0].tolist()
     result.arrays["y_test"] = splits.y_test[:, 0].tolist()
     base = None
-    if cfg.method.family == "laplace":
+    if method_class(cfg.method).fits_on_base:
         watch = Stopwatch()
         base = train_base(cfg, splits)
         result.timings["base_s"] = watch.elapsed()
         result.fitted["base"] = base.diagnostics
-    for row, params in cfg.method.variants.items():
-        method = build_method(cfg, OmegaConf.to_container(params))
+    for row, arguments in method_variants(cfg.method).items():
+        method = build_method(cfg, arguments)
         score_method(cfg, method, splits, base, row, result)
     return result
 
 
-def score_method(cfg: DictConfig, method, splits, base, row: str, result: TaskResult) -> None:
-    """Fit ``method`` (on ``base`` when given), predict the test set and add row ``row``'s
-    cells, timing, fitted values and predictive mean/sd arrays to ``result``."""
+def score_method(cfg: DictConfig, method: Method, splits, base, row: str,
+                 result: TaskResult) -> None:
+    """Fit ``method`` (on ``base``, None for methods without one), predict the test set and
+    add row ``row``'s cells, timing, fitted values and predictive mean/sd arrays to
+    ``result``."""
     watch = Stopwatch()
-    if base is None:
-        diagnostics = method.fit(splits, int(cfg.seed))
-    else:
-        diagnostics = method.fit(splits, int(cfg.seed), base)
+    diagnostics = method.fit(splits, int(cfg.seed), base)
     predictive = method.predict(splits.x_test)
     result.timings[f"{row}_s"] = watch.elapsed()
     scores = regression_metrics(predictive, splits.y_test[:, 0], z=cfg.protocol.interval_z)
@@ -61,13 +65,13 @@ def score_method(cfg: DictConfig, method, splits, base, row: str, result: TaskRe
     result.arrays[f"{row}/sd"] = predictive.variance.double().sqrt().tolist()
 
 
-def build_method(cfg: DictConfig, params: dict, method_cfg: DictConfig | None = None):
-    """The method adapter (``method_cfg``, default ``cfg.method``) with its tuned values
-    (``cfg.tuned.<name>``), the variant's parameters over them, and any ``method_limits``
+def build_method(cfg: DictConfig, arguments: dict, method_cfg: DictConfig | None = None) -> Method:
+    """The method of ``method_cfg`` (default ``cfg.method``) with its tuned values
+    (``cfg.tuned.<name>``), the variant's ``arguments`` over them, and any ``method_limits``
     it accepts over both."""
     method_cfg = cfg.method if method_cfg is None else method_cfg
-    factory = instantiate(method_cfg.adapter)
-    accepted = {f.name for f in dataclasses.fields(factory.func)}
+    cls = method_class(method_cfg)
+    accepted = set(method_arguments(cls))
     tuned_all = cfg.get("tuned")
     tuned = {}
     if tuned_all is not None and method_cfg.name in tuned_all:
@@ -77,23 +81,17 @@ def build_method(cfg: DictConfig, params: dict, method_cfg: DictConfig | None = 
     unknown = sorted(set(tuned) - accepted)
     if unknown:
         raise ConfigError(f"tuned.{method_cfg.name} has {unknown}, which "
-                          f"{factory.func.__name__} does not take (fields: {sorted(accepted)})")
-    return factory(**{**tuned, **params, **limits})
+                          f"{cls.__name__} does not take (fields: {sorted(accepted)})")
+    return instantiate_method(method_cfg, **{**tuned, **arguments, **limits})
 
 
 def train_base(cfg: DictConfig, splits):
-    """The base network of the Laplace-family methods, per ``cfg.base.kind``."""
-    base = cfg.base
-    if base.kind == "paper_mlp":
-        return train_paper_mlp(splits, seed=int(cfg.seed), lr=base.lr,
-                               batch_size=base.batch_size, n_hidden=tuple(base.n_hidden),
-                               activation=base.activation, max_epochs=base.max_epochs,
-                               patience=base.patience)
-    return train_map_mlp(splits, seed=int(cfg.seed), lr=base.lr, batch_size=base.batch_size,
-                         n_hidden=tuple(base.n_hidden), activation=base.activation,
-                         prior_precision=base.prior_precision, max_epochs=base.max_epochs,
-                         patience=base.patience, dtype=resolve_dtype(cfg.protocol.dtype),
-                         polish_rounds=int(base.get("polish_rounds", 0)))
+    """The base network of the Laplace-family methods: ``cfg.base`` trained on ``splits``."""
+    if cfg.get("base") is None:
+        options = ", ".join(group_options()["base"])
+        raise ConfigError(f"method={cfg.method.name} fits on a base network, but the "
+                          f"experiment has none; choose one with base=<option> ({options})")
+    return instantiate(cfg.base, _convert_="all")(splits, seed=int(cfg.seed))
 
 
 def _plain(values) -> dict:

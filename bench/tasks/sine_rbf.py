@@ -4,9 +4,10 @@ The model is y = Phi(x) w + eps with fixed Gaussian RBF features Phi, eps ~ N(0,
 w ~ N(0, tau^-1 I), sigma^2 and tau fitted by evidence maximisation on the training set. It is
 linear-Gaussian, so the Laplace approximation is the exact posterior and four predictives are
 compared on the test set: the plug-in N(y-hat, sigma^2), the exact (= Laplace) predictive, and
-SSLA and ASSLA from :mod:`bench.methods.ssla.algorithm` evaluated on a y-grid around each plug-in
-prediction and moment-matched to a Gaussian (the grid is fine and wide enough for the grid
-moments of a Gaussian to be exact to rounding).
+the variants of the method node (``method=ssla_assla``: SSLA and ASSLA of
+:mod:`bench.methods.ssla.conjugate`) evaluated on a y-grid around each plug-in prediction and
+moment-matched to a Gaussian (the grid is fine and wide enough for the grid moments of a
+Gaussian to be exact to rounding).
 """
 
 from __future__ import annotations
@@ -21,15 +22,16 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from torch import Tensor
 
+from bench.datasets.conjugate import ConjugateProblem
 from bench.harness.errors import require_positive
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator, resolve_dtype
 from bench.harness.timing import Stopwatch
-from bench.methods.ssla.algorithm import assla_log_ppd, ssla_log_ppd
+from bench.methods.base import instantiate_method, method_variants
 from bench.metrics.regression import regression_metrics
 from bench.models.conjugate import LinearGaussianModel
 from bench.models.parametric import Data
-from bench.predictive.densities import Gaussian, GridDensity
+from bench.predictive.densities import Gaussian
 
 PLUGIN = "Deterministic (plugin)"
 EXACT = "Laplace/Exact"
@@ -103,32 +105,18 @@ def candidate_grid(centre: Tensor, scale: Tensor, half_width_sd: float, num: int
     return centre.unsqueeze(-1) + scale.unsqueeze(-1) * offsets
 
 
-def moment_matched(grid: Tensor, log_values: Tensor) -> Gaussian:
-    """Gaussian with the mean and variance of the grid distribution (rows are test points)."""
-    density = GridDensity(grid, log_values)
-    return Gaussian(density.mean, density.variance)
-
-
-def grid_predictives(model: LinearGaussianModel, data: Data, design_test: Tensor,
-                     grid: Tensor, theta_hat: Tensor, protocol: DictConfig,
-                     refit: str) -> tuple[Gaussian, Gaussian, dict[str, float]]:
-    """SSLA and ASSLA log-PPDs on each test point's grid, moment-matched; and their timings."""
-    common = dict(objective=protocol.fit_objective, theta_hat=theta_hat,
-                  curvature_includes_prior=protocol.curvature_includes_prior)
-    watch = Stopwatch()
-    ssla = torch.stack([
-        ssla_log_ppd(model, data, x_row, y_row, refit=refit, **common).values
-        for x_row, y_row in zip(design_test, grid, strict=True)
-    ])
-    ssla_s = watch.elapsed()
-    watch = Stopwatch()
-    assla = torch.stack([
-        assla_log_ppd(model, data, x_row, y_row, increment=protocol.assla_increment,
-                      **common).values
-        for x_row, y_row in zip(design_test, grid, strict=True)
-    ])
-    timings = {"ssla_s": ssla_s, "assla_s": watch.elapsed()}
-    return moment_matched(grid, ssla), moment_matched(grid, assla), timings
+def grid_predictives(cfg: DictConfig, problem: ConjugateProblem) -> tuple[dict, dict]:
+    """Each variant of ``cfg.method`` fitted on ``problem`` and moment-matched on its per-row
+    grids: ``({row: Gaussian}, {"<name>_s": seconds})``."""
+    predictives, timings = {}, {}
+    for row, arguments in method_variants(cfg.method).items():
+        method = instantiate_method(cfg.method, **arguments)
+        watch = Stopwatch()
+        method.fit(problem, int(cfg.seed))
+        density = method.predict(problem.x_new)
+        timings[f"{method.name}_s"] = watch.elapsed()
+        predictives[row] = Gaussian(density.mean, density.variance)
+    return predictives, timings
 
 
 @contextmanager
@@ -194,8 +182,9 @@ def _run(cfg: DictConfig) -> TaskResult:
 
     noise_sd = torch.full_like(y_hat, math.sqrt(fit.noise_variance))
     grid = candidate_grid(y_hat, noise_sd, cfg.task.grid_sd, cfg.task.grid_num).to(dtype)
-    ssla, assla, timings = grid_predictives(model, data, design_test, grid, theta_hat,
-                                            cfg.protocol, cfg.method.refit)
+    problem = ConjugateProblem("test", model, data, design_test, grid)
+    predictives, timings = grid_predictives(cfg, problem)
+    ssla, assla = predictives[SSLA], predictives[ASSLA]
 
     result = TaskResult()
     compute = list(cfg.metrics.compute)

@@ -34,19 +34,8 @@ from bench.harness.timing import Stopwatch
 from bench.methods.baselines.split_bootstrap import bootstrap_interval, split_interval
 from bench.metrics.regression import central_interval, fraction_inside
 from bench.predictive.densities import Gaussian
-from bench.tasks.subnetwork_common import (
-    FIXED_METHODS,
-    ROW_NAMES,
-    check_k_grid,
-    fit_replication,
-    fixed_covariance,
-    replication_seeds,
-    subset_function_variances,
-    subset_rankings,
-)
+from bench.tasks.subnetwork_common import fit_replication, replication_seeds
 from bench.training.working_network import mean_function_fitter
-
-BASELINE_ROWS = {"split": "Split", "ensemble": "Ensemble"}
 
 
 def coverage_column(likelihood: str, specification: str, k: int | None = None) -> str:
@@ -56,43 +45,37 @@ def coverage_column(likelihood: str, specification: str, k: int | None = None) -
 
 
 def replication_coverage(cfg: DictConfig, generator: torch.Generator) -> tuple[dict, dict]:
-    """``({(method, k or None): coverage}, diagnostics)`` of one replication."""
+    """``({(row, k or None): coverage}, diagnostics)`` of one replication."""
     level = float(cfg.level)
     fitted = fit_replication(cfg, generator)
-    laplace, dataset = fitted.laplace, fitted.dataset
+    dataset = fitted.dataset
     x_test = dataset.x_test["mixed"]
     truth = dataset.true_mean(x_test)
-    mean = laplace.mean(x_test)
-    jacobians = laplace.jacobians(x_test)
-    k_grid = check_k_grid(list(cfg.k_grid), laplace.omega.shape[0])
 
-    def covered(variance: torch.Tensor) -> float:
-        lower, upper = central_interval(Gaussian(mean, variance), level)
+    def covered(function: Gaussian) -> float:
+        lower, upper = central_interval(function, level)
         return fraction_inside(lower, upper, truth)
 
     values: dict[tuple[str, int | None], float] = {}
-    for method in ("full", *FIXED_METHODS):
-        values[(method, None)] = covered(fixed_covariance(method, laplace).function_variance(
-            jacobians))
-    rankings = subset_rankings(laplace, k_grid[-1], laplace.jacobians(fitted.model.x_fit),
-                               jacobians)
-    for method, k, variance in subset_function_variances(laplace, rankings, k_grid, jacobians):
-        values[(method, k)] = covered(variance)
-    fit = mean_function_fitter(laplace.network, dataset.likelihood, fitted.schedule)
+    for row, method in fitted.k_free.items():
+        values[(row, None)] = covered(method.function_predictive(x_test))
+    for row, method in fitted.sized.items():
+        predictives = method.function_predictives(x_test, fitted.k_grid)
+        for k, predictive in zip(fitted.k_grid, predictives, strict=True):
+            values[(row, k)] = covered(predictive)
+    fit = mean_function_fitter(fitted.model.network, dataset.likelihood, fitted.schedule)
     timings = {}
     watch = Stopwatch()
     lower, upper = split_interval(dataset.x_train, dataset.y_train, x_test, fit, generator,
                                   n_splits=int(cfg.split_parts))
-    values[("split", None)] = fraction_inside(lower, upper, truth)
+    values[("Split", None)] = fraction_inside(lower, upper, truth)
     timings["split_s"] = watch.elapsed()
     watch = Stopwatch()
     lower, upper = bootstrap_interval(dataset.x_train, dataset.y_train, x_test, fit, generator,
                                       n_models=int(cfg.ensemble_members), level=level)
-    values[("ensemble", None)] = fraction_inside(lower, upper, truth)
+    values[("Ensemble", None)] = fraction_inside(lower, upper, truth)
     timings["ensemble_s"] = watch.elapsed()
-    diagnostics = {**fitted.model.diagnostics, **timings, "n_params": laplace.omega.shape[0],
-                   "epochs": fitted.schedule.epochs}
-    return values, diagnostics
+    return values, {**fitted.diagnostics, **timings}
 
 
 def run(cfg: DictConfig) -> TaskResult:
@@ -112,13 +95,12 @@ def run(cfg: DictConfig) -> TaskResult:
         per_replication.append(values)
     means = {key: sum(v[key] for v in per_replication) / len(per_replication)
              for key in per_replication[0]}
-    names = {**ROW_NAMES, **BASELINE_ROWS}
-    for (method, k), value in means.items():
-        result.add(names[method], coverage_column(likelihood, specification, k), value)
+    for (row, k), value in means.items():
+        result.add(row, coverage_column(likelihood, specification, k), value)
     k_grid = sorted({k for (_, k) in means if k is not None})
     result.arrays["k"] = [float(k) for k in k_grid]
-    for method in dict.fromkeys(m for (m, _) in means):
-        ks = k_grid if (method, k_grid[0]) in means else [None]
-        result.arrays[f"{names[method]}/{likelihood}/{specification}/cov95"] = [
-            means[(method, k)] for k in ks]
+    for row in dict.fromkeys(r for (r, _) in means):
+        ks = k_grid if (row, k_grid[0]) in means else [None]
+        result.arrays[f"{row}/{likelihood}/{specification}/cov95"] = [
+            means[(row, k)] for k in ks]
     return result

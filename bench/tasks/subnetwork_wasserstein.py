@@ -16,21 +16,13 @@ import torch
 from omegaconf import DictConfig
 
 from bench.datasets.synthetic_networks import TEST_DOMAINS
+from bench.harness.errors import ConfigError
 from bench.harness.progress import progress
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator
 from bench.harness.timing import Stopwatch
 from bench.metrics.wasserstein import mean_predictive_w2
-from bench.tasks.subnetwork_common import (
-    FIXED_METHODS,
-    ROW_NAMES,
-    check_k_grid,
-    fit_replication,
-    fixed_covariance,
-    replication_seeds,
-    subset_function_variances,
-    subset_rankings,
-)
+from bench.tasks.subnetwork_common import fit_replication, replication_seeds
 
 
 def w2_column(specification: str, domain: str, k: int | None = None) -> str:
@@ -40,29 +32,26 @@ def w2_column(specification: str, domain: str, k: int | None = None) -> str:
 
 
 def replication_w2(cfg: DictConfig, generator: torch.Generator) -> tuple[dict, dict]:
-    """``({(method, domain, k or None): W2}, diagnostics)`` of one replication."""
+    """``({(row, domain, k or None): W2}, diagnostics)`` of one replication; the reference is
+    the variant that is the full LLA."""
     fitted = fit_replication(cfg, generator)
-    laplace = fitted.laplace
-    k_grid = check_k_grid(list(cfg.k_grid), laplace.omega.shape[0])
-    train_jacobians = laplace.jacobians(fitted.model.x_fit)
-    full = fixed_covariance("full", laplace)
+    full = [method for method in fitted.k_free.values() if method.is_full_lla]
+    if not full:
+        raise ConfigError("method.variants needs the full LLA (a variant without mask, "
+                          "covariance: full): it is the reference of every W2")
     values: dict[tuple[str, str, int | None], float] = {}
-    timings = {"greedy_s": 0.0}
     for domain in TEST_DOMAINS:
-        jacobians = laplace.jacobians(fitted.dataset.x_test[domain])
-        full_variance = full.function_variance(jacobians)
-        watch = Stopwatch()
-        rankings = subset_rankings(laplace, k_grid[-1], train_jacobians, jacobians)
-        timings["greedy_s"] += watch.elapsed()
-        for method, k, variance in subset_function_variances(laplace, rankings, k_grid,
-                                                             jacobians):
-            values[(method, domain, k)] = mean_predictive_w2(full_variance, variance)
-        for method in FIXED_METHODS:
-            variance = fixed_covariance(method, laplace).function_variance(jacobians)
-            values[(method, domain, None)] = mean_predictive_w2(full_variance, variance)
-    diagnostics = {**fitted.model.diagnostics, **timings, "n_params": laplace.omega.shape[0],
-                   "epochs": fitted.schedule.epochs}
-    return values, diagnostics
+        x = fitted.dataset.x_test[domain]
+        full_variance = full[0].function_predictive(x).variance
+        for row, method in fitted.sized.items():
+            predictives = method.function_predictives(x, fitted.k_grid)
+            for k, predictive in zip(fitted.k_grid, predictives, strict=True):
+                values[(row, domain, k)] = mean_predictive_w2(full_variance, predictive.variance)
+        for row, method in fitted.k_free.items():
+            if not method.is_full_lla:
+                variance = method.function_predictive(x).variance
+                values[(row, domain, None)] = mean_predictive_w2(full_variance, variance)
+    return values, fitted.diagnostics
 
 
 def run(cfg: DictConfig) -> TaskResult:
@@ -82,12 +71,12 @@ def run(cfg: DictConfig) -> TaskResult:
         per_replication.append(values)
     keys = list(per_replication[0])
     means = {key: sum(v[key] for v in per_replication) / len(per_replication) for key in keys}
-    for (method, domain, k), value in means.items():
-        result.add(ROW_NAMES[method], w2_column(specification, domain, k), value)
+    for (row, domain, k), value in means.items():
+        result.add(row, w2_column(specification, domain, k), value)
     k_grid = sorted({k for (_, _, k) in keys if k is not None})
     result.arrays["k"] = [float(k) for k in k_grid]
-    for method, domain in dict.fromkeys((m, d) for (m, d, _) in keys):
-        name = f"{ROW_NAMES[method]}/{specification}/{domain}/w2"
-        ks = k_grid if (method, domain, k_grid[0]) in means else [None]
-        result.arrays[name] = [means[(method, domain, k)] for k in ks]
+    for row, domain in dict.fromkeys((r, d) for (r, d, _) in keys):
+        ks = k_grid if (row, domain, k_grid[0]) in means else [None]
+        result.arrays[f"{row}/{specification}/{domain}/w2"] = [means[(row, domain, k)]
+                                                                for k in ks]
     return result

@@ -15,7 +15,7 @@ from bench.harness.result import TaskResult
 
 def run(cfg: DictConfig) -> TaskResult:
     """Load ``cfg.dataset`` under ``cfg.protocol`` and report its sizes."""
-    splits = instantiate(cfg.dataset.loader)(seed=int(cfg.seed), protocol=cfg.protocol.name)
+    splits = instantiate(cfg.dataset).splits(seed=int(cfg.seed))
     info = splits.info
     raw_inputs = (len(info["standardised"]) + len(info["unscaled"])
                   + len(info["one_hot_drop_first"]))

@@ -1,10 +1,11 @@
 """SSLA paper Table 4: SSLA, ASSLA and LA on one UCI dataset, one shared base network.
 
-One job = (dataset, protocol, seed). The dataset loader gets the protocol (the paper's
-preprocessing or the corrected one) and the seed (split and initialisation; 42 is the
-paper's). The base network is trained once, as under the authors' ``seed_everything(42)``
-every method saw the same network, and each row of ``cfg.rows`` (a method from
-``cfg.methods`` with its variant parameters) is fitted on it and scored on the test set.
+One job = (dataset, protocol, seed). The data set follows the protocol (the paper's
+preprocessing or the corrected one); the seed sets the split and the initialisation (42 is
+the paper's). The base network (``cfg.base``) is trained once, as under the authors'
+``seed_everything(42)`` every method saw the same network, and each row of ``cfg.rows`` (a
+method from ``cfg.methods`` with its variant parameters) is fitted on it and scored on the
+test set.
 Rows are named ``<dataset title>/<row>``, the paper's layout.
 """
 
@@ -26,7 +27,7 @@ def run(cfg: DictConfig) -> TaskResult:
         torch.set_num_threads(int(cfg.threads))
     result = TaskResult()
     watch = Stopwatch()
-    splits = instantiate(cfg.dataset.loader)(seed=int(cfg.seed), protocol=cfg.protocol.name)
+    splits = instantiate(cfg.dataset).splits(seed=int(cfg.seed))
     result.timings["data_s"] = watch.elapsed()
     result.fitted["data"] = {key: value for key, value in splits.info.items()
                              if isinstance(value, (int, float, str, bool))}
@@ -37,6 +38,7 @@ def run(cfg: DictConfig) -> TaskResult:
     for row, spec in cfg.rows.items():
         require_choice(f"rows.{row}.method", spec.method, tuple(cfg.methods))
         method_cfg = cfg.methods[spec.method]
-        method = build_method(cfg, OmegaConf.to_container(spec.params), method_cfg)
+        method = build_method(cfg, OmegaConf.to_container(spec.params, resolve=True),
+                              method_cfg)
         score_method(cfg, method, splits, base, f"{cfg.dataset.title}/{row}", result)
     return result

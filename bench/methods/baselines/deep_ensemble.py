@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -50,21 +50,23 @@ class DeepEnsembleMethod:
     batch_size: int = 64
     max_epochs: int = 300
     patience: int = 20
+    fits_on_base: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         require_choice("method.activation", self.activation, ACTIVATIONS)
         for key in ("members", "lr", "batch_size", "max_epochs", "patience"):
             require_positive(f"method.{key}", getattr(self, key))
 
-    def fit(self, splits: RegressionSplits, seed: int) -> dict[str, Any]:
-        """Train every member; returns per-member epochs, best epoch, best val NLL, wall time."""
+    def fit(self, data: RegressionSplits, seed: int, base=None) -> dict[str, Any]:
+        """Train every member (no base); returns per-member epochs, best epoch, best val NLL,
+        wall time."""
         watch = Stopwatch()
-        self.shape = MLPShape((splits.n_features, *self.n_hidden, 2), self.activation)
+        self.shape = MLPShape((data.n_features, *self.n_hidden, 2), self.activation)
         self.thetas, epochs, best_epochs, val_nlls = [], [], [], []
         for member in range(self.members):
             # Member m's 64-bit seed is the m-th SeedSequence child of seed: independent of M.
             member_seed = derived_seed(seed, spawn_key=(member,), bits=64)
-            theta, diagnostics = self._train_member(splits, make_generator(member_seed))
+            theta, diagnostics = self._train_member(data, make_generator(member_seed))
             self.thetas.append(theta)
             epochs.append(diagnostics["epochs"])
             best_epochs.append(diagnostics["best_epoch"])

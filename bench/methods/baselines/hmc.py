@@ -10,7 +10,7 @@ gradient is a single small forward/backward pass.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import pyro
 import torch
@@ -66,6 +66,7 @@ class HMCMethod:
     device: str = "cpu"
     samples: Tensor | None = field(default=None, init=False, repr=False)
     shape: MLPShape | None = field(default=None, init=False, repr=False)
+    fits_on_base: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         require_choice("method.activation", self.activation, ACTIVATIONS)
@@ -78,8 +79,8 @@ class HMCMethod:
                               f"[0, method.num_samples={self.num_samples})")
         self.n_hidden = tuple(int(h) for h in self.n_hidden)
 
-    def fit(self, splits: RegressionSplits, seed: int) -> dict[str, Any]:
-        """Sample the posterior on the training split; returns sampler diagnostics.
+    def fit(self, data: RegressionSplits, seed: int, base=None) -> dict[str, Any]:
+        """Sample the posterior on the training split (no base); returns sampler diagnostics.
 
         ``seed`` drives a ``torch.Generator`` for the initial weights (nn.Linear's default
         init, :func:`bench.models.mlp.init_parameters`) and, because pyro's kernel draws
@@ -94,8 +95,8 @@ class HMCMethod:
         pyro run).
         """
         device = torch.device(self.device)
-        x, y = splits.x_train.to(device), splits.y_train.to(device).reshape(-1)
-        self.shape = MLPShape((splits.n_features, *self.n_hidden, 1), self.activation)
+        x, y = data.x_train.to(device), data.y_train.to(device).reshape(-1)
+        self.shape = MLPShape((data.n_features, *self.n_hidden, 1), self.activation)
         generator = torch.Generator(device=device).manual_seed(seed)
         theta0 = init_parameters(self.shape, generator, x.dtype, device=device)
 

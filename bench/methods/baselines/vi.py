@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 import lightning as L
 import torch
@@ -39,6 +39,7 @@ class _LightningUQVI:
     patience: int
     accelerator: str
     n_outputs: int
+    fits_on_base: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         require_choice("method.activation", self.activation, ACTIVATIONS)
@@ -55,8 +56,8 @@ class _LightningUQVI:
     def _module(self, n_inputs: int) -> L.LightningModule:
         raise NotImplementedError
 
-    def fit(self, splits: RegressionSplits, seed: int) -> dict[str, Any]:
-        """Seed globally, build the module twice, train with a Lightning Trainer.
+    def fit(self, data: RegressionSplits, seed: int, base=None) -> dict[str, Any]:
+        """Seed globally, build the module twice, train with a Lightning Trainer (no base).
 
         ``seed_everything(seed)`` seeds torch, numpy and Python's global RNGs: the library
         draws initial weights, minibatch order and Monte Carlo samples from them, so global
@@ -66,7 +67,7 @@ class _LightningUQVI:
         counts and wall time.
         """
         watch = Stopwatch()
-        datamodule = splits.datamodule or TensorDataModule(splits)
+        datamodule = data.datamodule or TensorDataModule(data)
         batch_size = getattr(datamodule, "batch_size", None)
         deterministic = (torch.are_deterministic_algorithms_enabled(),
                          torch.is_deterministic_algorithms_warn_only_enabled())
@@ -74,7 +75,7 @@ class _LightningUQVI:
         with quiet_lightning():
             seed_everything(seed, verbose=False)
             for _ in range(2):
-                module = self._module(splits.n_features)
+                module = self._module(data.n_features)
             trainer = L.Trainer(
                 max_epochs=self.max_epochs, accelerator=self.accelerator, deterministic=True,
                 callbacks=[early_stopping], logger=False, enable_checkpointing=False,

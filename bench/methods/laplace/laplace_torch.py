@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import Tensor
@@ -36,11 +37,14 @@ class LaplaceTorchMethod:
     tune_steps: int = 100
     tune_lr: float = 1e-3
     batch_size: int = 64
+    fits_on_base: ClassVar[bool] = True
 
-    def fit(self, splits: RegressionSplits, seed: int, base: TrainedNetwork) -> dict:
-        """Fit the curvature on the training data, then tune the hyperparameters."""
+    def fit(self, data: RegressionSplits, seed: int, base: TrainedNetwork | None = None) -> dict:
+        """Fit the curvature of ``base`` on the training data, then tune the hyperparameters."""
         from laplace import Laplace
 
+        if base is None:
+            raise ValueError("LaplaceTorchMethod.fit needs the trained base network (base=)")
         require_choice("method.subset_of_weights", self.subset_of_weights, SUBSETS)
         require_choice("method.hessian_structure", self.hessian_structure, HESSIANS)
         require_choice("protocol.name", self.protocol, ("paper", "corrected"))
@@ -54,7 +58,7 @@ class LaplaceTorchMethod:
         self.la = Laplace(net, "regression", subset_of_weights=self.subset_of_weights,
                           hessian_structure=self.hessian_structure, sigma_noise=sigma0,
                           prior_precision=prior0)
-        loader = DataLoader(TensorDataset(splits.x_train.to(dtype), splits.y_train.to(dtype)),
+        loader = DataLoader(TensorDataset(data.x_train.to(dtype), data.y_train.to(dtype)),
                             batch_size=self.batch_size)
         self.la.fit(loader)
         log_prior = torch.ones(1, dtype=dtype, requires_grad=True)

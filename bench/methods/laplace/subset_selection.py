@@ -1,7 +1,8 @@
-"""Subnetwork selectors: which ``k`` of the ``p`` parameters keep their Laplace covariance.
+"""Subnetwork selection rules: which ``k`` of the ``p`` parameters keep their Laplace covariance.
 
-Each selector returns a ``LongTensor`` of ``k`` distinct flat-parameter indices (in the
-order the method ranks them). Paper references (Raha, Khare, Patra):
+Each rule returns a ``LongTensor`` of ``k`` distinct flat-parameter indices (in the order the
+method ranks them); the masks of :mod:`bench.methods.laplace.subnet_masks` (laplace-torch's
+``SubnetMask`` interface) apply them to a model. Paper references (Raha, Khare, Patra):
 
 * Greedy-Laplace, Section 3, Algorithm 1: start from ``Omega^(1) = Omega``; at step ``t`` pick
   ``j = argmin_{i not in S} (Omega^(t))_ii`` -- the paper's words: "the parameter with the
@@ -131,8 +132,13 @@ def gradient_subnet_indices(jacobians: Tensor, k: int) -> Tensor:
 
 def subnet_diagonal_indices(omega: Tensor, k: int) -> Tensor:
     """Subnet diagonal: the ``k`` smallest ``Omega_ii``. Ties go to the lowest index."""
-    _check_k(k, omega.shape[0])
-    return torch.argsort(omega.diagonal(), stable=True)[:k]
+    return smallest_diagonal_indices(omega.diagonal(), k)
+
+
+def smallest_diagonal_indices(diagonal: Tensor, k: int) -> Tensor:
+    """Subnet diagonal from ``Omega``'s diagonal alone (a diagonal Laplace's precision)."""
+    _check_k(k, diagonal.shape[0])
+    return torch.argsort(diagonal, stable=True)[:k]
 
 
 def last_k_indices(p: int, k: int) -> Tensor:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 from torch import Tensor
@@ -60,15 +61,18 @@ class _NetworkLaplaceBase:
     fine_grid_points: int = 201
     fine_grid_sds: float = 8.0
     last: dict = field(default_factory=dict, repr=False)
+    fits_on_base: ClassVar[bool] = True
 
-    def fit(self, splits: RegressionSplits, seed: int, base: TrainedNetwork) -> dict:
-        """Keep theta-hat and the training data; build the curvature at theta-hat."""
+    def fit(self, data: RegressionSplits, seed: int, base: TrainedNetwork | None = None) -> dict:
+        """Keep theta-hat of ``base`` and the training data; build the curvature at theta-hat."""
+        if base is None:
+            raise ValueError(f"{type(self).__name__}.fit needs the trained base network (base=)")
         require_choice("method.structure", self.structure, STRUCTURES)
         require_choice("protocol.name", self.protocol, PROTOCOLS)
         require_choice("method.curvature", self.curvature, CURVATURES)
         self.base, self.seed = base, seed
         dtype = base.theta.dtype
-        self.x, self.y = splits.x_train.to(dtype), splits.y_train[:, 0].to(dtype)
+        self.x, self.y = data.x_train.to(dtype), data.y_train[:, 0].to(dtype)
         self.y_std = float(self.y.std(unbiased=False))
         self.ggn = self._training_curvature(base.theta)
         self._newton_precision = None

@@ -253,7 +253,7 @@ def test_split_sizes_reproduce_table_3(name):
 def test_bad_arguments_raise_one_line_config_errors(fixture_root):
     with pytest.raises(ConfigError, match="protocol.name='fancy'.*paper, corrected"):
         uci_splits("airfoil", protocol="fancy", root=fixture_root)
-    with pytest.raises(ConfigError, match="dataset.loader.name='boston'.*airfoil"):
+    with pytest.raises(ConfigError, match="dataset.uci_name='boston'.*airfoil"):
         uci_splits("boston", root=fixture_root)
     with pytest.raises(ConfigError, match="test_subsample=-1"):
         uci_splits("airfoil", test_subsample=-1, root=fixture_root)
@@ -267,11 +267,10 @@ def test_data_root_reads_the_environment(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_dataset_configs_build_the_loader(name, fixture_root):
+def test_dataset_configs_build_the_data_set(name, fixture_root):
     _skip_without(fixture_root, name)
     cfg = compose_config([f"dataset=uci_{name}", "protocol=corrected"])
-    splits = instantiate(cfg.dataset.loader)(seed=7, protocol=cfg.protocol.name,
-                                             root=fixture_root)
+    splits = instantiate(cfg.dataset, root=str(fixture_root)).splits(seed=7)
     assert cfg.dataset.name == f"uci_{name}"
     assert (splits.info["dataset"], splits.info["protocol"], splits.info["seed"]) == (
         name, "corrected", 7)

@@ -30,7 +30,7 @@ def test_bad_value_or_key_is_one_line_naming_it(override, message):
 
 def test_interpolated_integer_key_is_checked_against_its_resolved_default():
     with pytest.raises(ConfigError, match="tune_steps=2.5 is not valid; it must be an integer"):
-        check_overrides(["experiment=ssla/table-2", "method=la", "method.adapter.tune_steps=2.5"])
+        check_overrides(["experiment=ssla/table-2", "method=la", "method.tune_steps=2.5"])
 
 
 @pytest.mark.parametrize("override", ["seed=7", "seed=1,2", "rerun_failed=true",

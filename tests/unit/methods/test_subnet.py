@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from types import SimpleNamespace
 
 import pytest
 import scipy.integrate
 import scipy.linalg
 import scipy.stats
 import torch
+from torch.utils.data import DataLoader, TensorDataset
 
 from bench.benchmarks.subset_selection import (
     fit_exponent,
@@ -19,13 +22,26 @@ from bench.benchmarks.subset_selection import (
 from bench.datasets.synthetic_networks import input_covariance, make_dataset, sample_test_inputs
 from bench.harness.errors import ConfigError
 from bench.harness.rng import make_generator
+from bench.methods.base import instantiate_method, method_variants
 from bench.methods.baselines.split_bootstrap import bootstrap_interval, split_interval
 from bench.methods.laplace import linearised as lla
 from bench.methods.laplace import subset_selection as selection
-from bench.methods.laplace.subnetwork import PAPER_NAMES, method_covariance
+from bench.methods.laplace.subnet_masks import (
+    DiagonalSubnetMask,
+    GradientSubnetMask,
+    GreedySubnetMask,
+    LastKSubnetMask,
+    NeuralLinearSubnetMask,
+)
+from bench.methods.laplace.subnetwork import SubnetLaplaceMethod
 from bench.metrics.wasserstein import gaussian_w2, mean_predictive_w2, univariate_gaussian_w2
 from bench.models.mlp import MLPShape
-from bench.training.working_network import Schedule, train_working_network
+from bench.training.working_network import (
+    Schedule,
+    TrainedWorkingModel,
+    train_working_network,
+)
+from tests.helpers import compose_config
 
 TINY = MLPShape((3, 4, 3, 1), ("tanh", "sigmoid"))
 
@@ -148,19 +164,84 @@ def test_subnet_variance_is_below_full_and_grows_with_greedy_k():
     torch.testing.assert_close(previous, full)
 
 
-def test_every_method_gives_finite_variances_and_full_is_exact():
-    fit = tiny_laplace()
+def subnet_method_variants() -> dict:
+    """The paper's rows as ``conf/method/subnet_laplace.yaml`` configures them."""
+    cfg = compose_config(["experiment=subnet/figure-1", "scale=smoke"])
+    return {row: instantiate_method(cfg.method, **arguments)
+            for row, arguments in method_variants(cfg.method).items()}
+
+
+def tiny_base(seed: int = 1) -> TrainedWorkingModel:
+    """The random tiny network of :func:`tiny_laplace` as a trained working model."""
+    g = make_generator(seed)
+    theta = torch.randn(TINY.n_params, generator=g, dtype=torch.float64)
+    x = torch.randn(12, 3, generator=g, dtype=torch.float64)
+    y = torch.randn(12, generator=g, dtype=torch.float64)
+    return TrainedWorkingModel(TINY, theta, x, y, x[:0], y[:0])
+
+
+def test_every_configured_method_gives_finite_variances_and_full_is_exact():
+    fit, base = tiny_laplace(), tiny_base()
+    data = SimpleNamespace(likelihood="regression")
     x_test = torch.randn(6, 3, generator=make_generator(3), dtype=torch.float64)
     g = fit.jacobians(x_test)
     full = lla.full_covariance(fit.omega).function_variance(g)
-    for method in PAPER_NAMES:
-        covariance = method_covariance(method, fit.omega, TINY, k=5, reference_jacobians=g)
-        variance = covariance.function_variance(g)
+    variants = subnet_method_variants()
+    assert list(variants) == ["LLA", "Greedy-Laplace", "Gradient-Laplace",
+                              "Gradient-Laplace (test ref.)", "Subnet diagonal", "Last k",
+                              "NeuralLinear", "PrecisionDiag", "Block Laplace"]
+    for row, method in variants.items():
+        if method.takes_subset_size:
+            method = dataclasses.replace(method, n_params_subnet=5)
+        method.fit(data, 0, base=base)
+        variance = method.function_predictive(x_test).variance
         assert variance.shape == (6,) and torch.isfinite(variance).all()
         w2 = mean_predictive_w2(full, variance)
-        assert w2 >= 0 and (w2 == 0) == (method == "full")
-    with pytest.raises(ConfigError):
-        method_covariance("gradient", fit.omega, TINY, k=5)
+        assert w2 >= 0 and (w2 == 0) == (row == "LLA")
+        predictive = method.predict(x_test)
+        torch.testing.assert_close(predictive.variance, 1.0 + variance)
+        if method.takes_subset_size:
+            nested = method.function_predictives(x_test, [1, 3, 5])
+            torch.testing.assert_close(nested[-1].variance, variance)
+    greedy = dataclasses.replace(variants["Greedy-Laplace"], n_params_subnet=5)
+    greedy.fit(data, 0, base=base)
+    expected = lla.subnetwork_covariance(fit.omega, selection.greedy_subnet_indices(fit.omega, 5))
+    torch.testing.assert_close(greedy.function_predictive(x_test).variance,
+                               expected.function_variance(g))
+    with pytest.raises(ConfigError, match="n_params_subnet"):
+        variants["Gradient-Laplace"].fit(data, 0, base=base)
+    with pytest.raises(ConfigError, match="method.covariance='diag'.*full, precision_diag"):
+        SubnetLaplaceMethod(covariance="diag")
+
+
+def test_masks_follow_the_selection_rules_and_laplace_torch_conventions():
+    fit = tiny_laplace()
+    module = TINY.module(fit.theta)
+    p, k = TINY.n_params, 6
+    reference = torch.randn(10, 3, generator=make_generator(9), dtype=torch.float64)
+    loader = DataLoader(TensorDataset(reference), batch_size=4)
+    rankings = {
+        GreedySubnetMask: selection.greedy_subnet_indices(fit.omega, k),
+        GradientSubnetMask: selection.gradient_subnet_indices(fit.jacobians(reference), k),
+        DiagonalSubnetMask: selection.subnet_diagonal_indices(fit.omega, k),
+        LastKSubnetMask: torch.arange(p - 1, p - 1 - k, -1),
+    }
+    for mask_class, expected in rankings.items():
+        mask = mask_class(module, k, precision=fit.omega, jacobians=fit.jacobians)
+        assert torch.equal(mask.ranking(loader), expected)
+        assert torch.equal(mask.select(loader), expected.sort().values)
+        assert mask.indices.dtype == torch.long and mask.n_params_subnet == k
+        scores = mask.compute_param_scores(loader)
+        assert set(scores.topk(k).indices.tolist()) == set(expected.tolist())
+        with pytest.raises(ValueError, match="already selected"):
+            mask.select(loader)
+    autograd = GradientSubnetMask(module, k).ranking(loader)
+    assert torch.equal(autograd, rankings[GradientSubnetMask])
+    last_layer = NeuralLinearSubnetMask(module)
+    assert torch.equal(last_layer.select(), selection.neural_linear_indices(TINY))
+    assert last_layer.n_params_subnet == 4
+    with pytest.raises(ConfigError, match="n_params_subnet=40 must lie in 1..35"):
+        GreedySubnetMask(module, 40, precision=fit.omega)
 
 
 def test_probit_matches_monte_carlo():
@@ -253,11 +334,15 @@ def test_training_reduces_loss_and_feeds_the_lla(likelihood):
                                     Schedule(0.01, 150, 100), make_generator(1))
     assert trained.x_fit.shape[0] == 54 and trained.x_val.shape[0] == 6
     assert trained.diagnostics["train_loss"] < short.diagnostics["train_loss"]
+    x_test = data.x_test["mixed"]
+    full, greedy = SubnetLaplaceMethod(), SubnetLaplaceMethod(mask=GreedySubnetMask,
+                                                             n_params_subnet=10)
+    for method in (full, greedy):
+        method.fit(data, 0, base=trained)
     fit = lla.fit_linearised_laplace(network, trained.theta, trained.x_fit, likelihood)
-    g = fit.jacobians(data.x_test["mixed"])
-    full = lla.full_covariance(fit.omega).function_variance(g)
-    greedy = method_covariance("greedy", fit.omega, network, k=10).function_variance(g)
-    assert 0 < mean_predictive_w2(full, greedy) < math.inf
+    torch.testing.assert_close(full.laplace.omega, fit.omega)
+    variances = [m.function_predictive(x_test).variance for m in (full, greedy)]
+    assert 0 < mean_predictive_w2(*variances) < math.inf
 
 
 # ---------------------------------------------------------------- baselines and coverage

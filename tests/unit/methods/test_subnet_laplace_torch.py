@@ -1,8 +1,10 @@
-"""Subnetwork LLA against laplace-torch 0.3 on a tiny tanh/sigmoid network (float64)."""
+"""Subnetwork LLA against laplace-torch 0.3 on a tiny tanh/sigmoid network (float64); our
+masks driving laplace-torch's ``SubnetLaplace``."""
 
 from __future__ import annotations
 
 import warnings
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -10,8 +12,15 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from bench.harness.rng import make_generator
 from bench.methods.laplace import linearised as lla
-from bench.methods.laplace.subset_selection import subnet_diagonal_indices
+from bench.methods.laplace.subnet_masks import GradientSubnetMask, GreedySubnetMask
+from bench.methods.laplace.subnetwork import SubnetLaplaceMethod
+from bench.methods.laplace.subset_selection import (
+    gradient_subnet_indices,
+    greedy_subnet_indices,
+    subnet_diagonal_indices,
+)
 from bench.models.mlp import MLPShape
+from bench.training.working_network import TrainedWorkingModel
 
 laplace = pytest.importorskip("laplace")
 from laplace.utils.subnetmask import LargestVarianceDiagLaplaceSubnetMask  # noqa: E402
@@ -77,6 +86,40 @@ def test_subnetwork_variance_matches_laplace_torch_subnet_laplace(problem):
     surrogate = lla.subnetwork_covariance(ours.omega, subset)
     expected = ours.function_predictive(x_test, surrogate).variance
     torch.testing.assert_close(f_var.flatten(), expected)
+
+
+@pytest.mark.parametrize("mask_class", [GreedySubnetMask, GradientSubnetMask])
+def test_our_mask_drives_laplace_torch_subnet_laplace(problem, mask_class):
+    """The mask selects on laplace-torch's own precision (Greedy) or autograd Jacobians
+    (Gradient) from the loader; SubnetLaplace (full Hessian on the subnetwork) on its indices
+    gives the variance of our linearised subnetwork covariance and of SubnetLaplaceMethod."""
+    theta, x, y, x_test = problem
+    k = 6
+    ours = lla.fit_linearised_laplace(TINY, theta, x, "regression", NOISE_VARIANCE)
+    loader = DataLoader(TensorDataset(x, y), batch_size=4)
+    module = TINY.module(theta)
+    mask = mask_class(module, k, likelihood="regression", sigma_noise=NOISE_VARIANCE**0.5,
+                      prior_precision=1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        indices = mask.select(loader)
+    if mask_class is GreedySubnetMask:
+        order = greedy_subnet_indices(ours.omega, k)
+    else:
+        order = gradient_subnet_indices(ours.jacobians(x), k)
+    assert indices.tolist() == sorted(order.tolist())
+    la = fitted(module, "regression", loader, subset_of_weights="subnetwork",
+                hessian_structure="full", subnetwork_indices=indices,
+                sigma_noise=NOISE_VARIANCE**0.5)
+    _, f_var = la(x_test, pred_type="glm")
+    expected = ours.function_predictive(x_test, lla.subnetwork_covariance(ours.omega, order))
+    torch.testing.assert_close(f_var.flatten(), expected.variance)
+    method = SubnetLaplaceMethod(mask=mask_class, n_params_subnet=k,
+                                 noise_variance=NOISE_VARIANCE)
+    base = TrainedWorkingModel(TINY, theta, x, y[:, 0], x[:0], y[:0, 0])
+    method.fit(SimpleNamespace(likelihood="regression"), 0, base=base)
+    torch.testing.assert_close(method.predict(x_test).variance,
+                               f_var.flatten() + NOISE_VARIANCE)
 
 
 def test_subnet_diagonal_matches_largest_variance_diag_laplace_mask(problem):

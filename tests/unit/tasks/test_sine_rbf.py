@@ -13,11 +13,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 from hydra.utils import instantiate
-from omegaconf import OmegaConf
 
+from bench.datasets.conjugate import ConjugateProblem
 from bench.datasets.sine import ToySineData
 from bench.harness.jobs import apply_scale_overrides
 from bench.harness.rng import make_generator
+from bench.methods.ssla.conjugate import ASSLAMethod, SSLAMethod
 from bench.metrics.regression import regression_metrics
 from bench.models.conjugate import LinearGaussianModel
 from bench.models.parametric import Data
@@ -27,7 +28,6 @@ from bench.tasks.sine_rbf import (
     RBFFeatures,
     candidate_grid,
     evidence_fit,
-    grid_predictives,
     run,
     torch_threads,
 )
@@ -79,11 +79,17 @@ def problem() -> SimpleNamespace:
 
 
 def predictives(problem, curvature_includes_prior: bool, increment: str):
-    protocol = OmegaConf.create({"fit_objective": "map", "assla_increment": increment,
-                                 "curvature_includes_prior": curvature_includes_prior})
-    ssla, assla, _ = grid_predictives(problem.model, problem.data, problem.design_test,
-                                      problem.grid, problem.theta_hat, protocol, "candidate")
-    return ssla, assla
+    """SSLA and ASSLA through the method contract, moment-matched on the per-row grids."""
+    conjugate = ConjugateProblem("test", problem.model, problem.data, problem.design_test,
+                                 problem.grid)
+    common = {"fit_objective": "map", "curvature_includes_prior": curvature_includes_prior}
+    out = []
+    for method in (SSLAMethod(refit="candidate", **common),
+                   ASSLAMethod(increment=increment, **common)):
+        method.fit(conjugate, 0)
+        density = method.predict(problem.design_test)
+        out.append(Gaussian(density.mean, density.variance))
+    return tuple(out)
 
 
 def assert_same_predictive(approx: Gaussian, reference: Gaussian, y: torch.Tensor) -> None:
