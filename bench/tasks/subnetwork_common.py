@@ -21,7 +21,9 @@ from omegaconf import DictConfig
 
 from bench.datasets.synthetic_networks import SyntheticDataset
 from bench.harness.errors import ConfigError
-from bench.harness.rng import derived_seed
+from bench.harness.progress import progress
+from bench.harness.result import TaskResult
+from bench.harness.rng import derived_seed, make_generator
 from bench.harness.timing import Stopwatch
 from bench.methods.base import instantiate_method, method_variants
 from bench.methods.laplace.subnetwork import SubnetLaplaceMethod
@@ -102,3 +104,21 @@ def check_k_grid(k_grid: list[int], n_params: int) -> list[int]:
         raise ConfigError(f"k_grid {grid} must be non-empty within 1..{n_params} (the working "
                           f"network's parameter count)")
     return grid
+
+
+def mean_over_replications(cfg: DictConfig, replication, result: TaskResult) -> dict:
+    """Run ``replication(cfg, generator) -> (values, diagnostics)`` for each of the job's
+    replications (timings and diagnostics into ``result``); the mean of each value."""
+    if cfg.get("threads"):
+        torch.set_num_threads(int(cfg.threads))
+    seeds = replication_seeds(int(cfg.seed), int(cfg.replications_per_job))
+    per_replication = []
+    for r, seed in enumerate(progress(seeds, "replications")):
+        watch = Stopwatch()
+        values, diagnostics = replication(cfg, make_generator(seed))
+        result.timings[f"replication_{r}_s"] = watch.elapsed()
+        result.fitted[f"replication_{r}"] = {"seed": seed, **diagnostics}
+        per_replication.append(values)
+    return {key: sum(v[key] for v in per_replication) / len(per_replication)
+            for key in per_replication[0]}
+

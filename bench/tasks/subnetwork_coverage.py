@@ -27,14 +27,12 @@ from __future__ import annotations
 import torch
 from omegaconf import DictConfig
 
-from bench.harness.progress import progress
 from bench.harness.result import TaskResult
-from bench.harness.rng import make_generator
 from bench.harness.timing import Stopwatch
 from bench.methods.baselines.split_bootstrap import bootstrap_interval, split_interval
 from bench.metrics.regression import central_interval, fraction_inside
 from bench.predictive.densities import Gaussian
-from bench.tasks.subnetwork_common import fit_replication, replication_seeds
+from bench.tasks.subnetwork_common import fit_replication, mean_over_replications
 from bench.training.working_network import mean_function_fitter
 
 
@@ -81,20 +79,9 @@ def replication_coverage(cfg: DictConfig, generator: torch.Generator) -> tuple[d
 def run(cfg: DictConfig) -> TaskResult:
     """Coverage of every method and ``k`` in one (likelihood, specification) setting,
     averaged over the job's replications."""
-    if cfg.get("threads"):
-        torch.set_num_threads(int(cfg.threads))
     likelihood, specification = str(cfg.dataset.likelihood), str(cfg.dataset.specification)
-    per_replication = []
     result = TaskResult()
-    seeds = replication_seeds(int(cfg.seed), int(cfg.replications_per_job))
-    for r, seed in enumerate(progress(seeds, "replications")):
-        watch = Stopwatch()
-        values, diagnostics = replication_coverage(cfg, make_generator(seed))
-        result.timings[f"replication_{r}_s"] = watch.elapsed()
-        result.fitted[f"replication_{r}"] = {"seed": seed, **diagnostics}
-        per_replication.append(values)
-    means = {key: sum(v[key] for v in per_replication) / len(per_replication)
-             for key in per_replication[0]}
+    means = mean_over_replications(cfg, replication_coverage, result)
     for (row, k), value in means.items():
         result.add(row, coverage_column(likelihood, specification, k), value)
     k_grid = sorted({k for (_, k) in means if k is not None})

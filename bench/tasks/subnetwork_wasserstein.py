@@ -17,12 +17,9 @@ from omegaconf import DictConfig
 
 from bench.datasets.synthetic_networks import TEST_DOMAINS
 from bench.harness.errors import ConfigError
-from bench.harness.progress import progress
 from bench.harness.result import TaskResult
-from bench.harness.rng import make_generator
-from bench.harness.timing import Stopwatch
 from bench.metrics.wasserstein import mean_predictive_w2
-from bench.tasks.subnetwork_common import fit_replication, replication_seeds
+from bench.tasks.subnetwork_common import fit_replication, mean_over_replications
 
 
 def w2_column(specification: str, domain: str, k: int | None = None) -> str:
@@ -57,20 +54,10 @@ def replication_w2(cfg: DictConfig, generator: torch.Generator) -> tuple[dict, d
 def run(cfg: DictConfig) -> TaskResult:
     """All methods, domains and ``k`` of one working model setting, averaged over the job's
     replications."""
-    if cfg.get("threads"):
-        torch.set_num_threads(int(cfg.threads))
     specification = str(cfg.dataset.specification)
-    seeds = replication_seeds(int(cfg.seed), int(cfg.replications_per_job))
-    per_replication = []
     result = TaskResult()
-    for r, seed in enumerate(progress(seeds, "replications")):
-        watch = Stopwatch()
-        values, diagnostics = replication_w2(cfg, make_generator(seed))
-        result.timings[f"replication_{r}_s"] = watch.elapsed()
-        result.fitted[f"replication_{r}"] = {"seed": seed, **diagnostics}
-        per_replication.append(values)
-    keys = list(per_replication[0])
-    means = {key: sum(v[key] for v in per_replication) / len(per_replication) for key in keys}
+    means = mean_over_replications(cfg, replication_w2, result)
+    keys = list(means)
     for (row, domain, k), value in means.items():
         result.add(row, w2_column(specification, domain, k), value)
     k_grid = sorted({k for (_, _, k) in keys if k is not None})
