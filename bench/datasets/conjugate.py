@@ -155,6 +155,12 @@ class PriorModularityData:
     prior_vars: list[float]
     design_sum_sq: float | None = None
 
+    def __post_init__(self) -> None:
+        require_positive("dataset.n", self.n)
+        require_positive("dataset.sigma", self.sigma)
+        for variance in self.prior_vars:
+            require_positive("dataset.prior_vars[*]", variance)
+
     def design(self, rng: torch.Generator) -> tuple[Tensor, Tensor]:
         """x ~ N(0, 1) rescaled to ``design_sum_sq`` (if set), then y (float64)."""
         n = int(require_positive("dataset.n", self.n))

@@ -113,6 +113,7 @@ def run_job(cfg: DictConfig, cli_overrides: list[str] | None = None) -> tuple[st
             logger.info("skip %s [%s] %s%s", cfg.name, existing["status"], folder, hint)
             return "skipped", existing
     require_writable(folder)
+    check_dataset_node(cfg)
 
     quiet_libraries(bool(cfg.get("verbose", False)))
     with job_log(folder) as log_path:
@@ -137,6 +138,22 @@ def run_job(cfg: DictConfig, cli_overrides: list[str] | None = None) -> tuple[st
         FAILED_JOBS.append(str(folder))
         print(f"  {error}", file=sys.stderr)
     return record["status"], record
+
+
+def check_dataset_node(cfg: DictConfig) -> None:
+    """Build the dataset node once before the task, so its own checks (positive sizes and
+    variances, known names) stop a bad value with one line instead of a failed record."""
+    node = cfg.get("dataset")
+    if node is None or "_target_" not in node:
+        return
+    try:
+        hydra.utils.instantiate(node)
+    except Exception as err:  # noqa: BLE001 - only a ConfigError in the chain is the user's
+        cause = err
+        while cause is not None and not isinstance(cause, ConfigError):
+            cause = cause.__cause__ or cause.__context__
+        if cause is not None:
+            raise cause from None
 
 
 def finished_record(folder: Path) -> dict | None:

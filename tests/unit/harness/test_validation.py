@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from bench.harness.errors import ConfigError
@@ -45,3 +47,17 @@ def test_empty_results_dir_means_the_default(monkeypatch):
     assert env_or_default("BENCH_RESULTS_DIR", "results") == "results"
     monkeypatch.setenv("BENCH_RESULTS_DIR", "/scratch/r")
     assert env_or_default("BENCH_RESULTS_DIR", "results") == "/scratch/r"
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("dataset.prior_vars=[0,-1]", "dataset.prior_vars[*]=0 is not valid; it must be a positive"),
+    ("dataset.sigma=0", "dataset.sigma=0 is not valid; it must be a positive number"),
+])
+def test_dataset_checks_run_before_the_task(override, message, tmp_path):
+    from bench.harness.jobs import run_job
+    from tests.helpers import compose_config
+
+    overrides = ["experiment=ssla/table-7", "scale=smoke", f"results_dir={tmp_path}", override]
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        run_job(compose_config(overrides), overrides)
+    assert not list(tmp_path.rglob("record.json"))
