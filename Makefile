@@ -47,11 +47,13 @@ lock: $(BIN)/uv  ## Re-resolve requirements.lock from pyproject.toml (Python 3.1
 	$(BIN)/uv pip compile --quiet pyproject.toml --extra test --python-version 3.11 $(LOCK_FLAGS) \
 		-o requirements.lock
 
-test: $(INSTALLED)  ## Fast test suite (excludes tests marked slow)
-	$(PY) -m pytest -m "not slow" -q
+# Test workers: one per core (pytest-xdist); TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= auto
+test: $(INSTALLED)  ## Fast test suite (excludes tests marked slow), on every core
+	$(PY) -m pytest -m "not slow" -q -n $(TEST_WORKERS)
 
 test-all: $(INSTALLED)  ## Every test, slow ones included
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
 lint: $(INSTALLED)  ## ruff
 	$(PY) -m ruff check bench tests
