@@ -23,8 +23,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 
 GOLDEN_DIR = Path(__file__).resolve().parent
 # Experiments cheap enough at cpu scale to keep cpu-scale goldens of.
-CHEAP_AT_CPU = ("ssla/table-1", "ssla/table-5", "ssla/table-6", "ssla/table-7", "ssla/table-8",
-                "ssla/figure-1", "ssla/figure-3")
+CHEAP_AT_CPU = ("ssla/blr", "ssla/table-1", "ssla/table-5", "ssla/table-6", "ssla/table-7",
+                "ssla/table-8", "ssla/figure-1", "ssla/figure-3")
 
 
 def experiments() -> list[str]:
