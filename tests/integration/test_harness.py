@@ -84,19 +84,23 @@ def test_killed_multirun_resumes_without_recomputing(tmp_path):
     (["device=tpu"], "device='tpu' is not valid; choose one of: cpu, cuda"),
     (["no_such_key=1"], "no_such_key"),
 ])
-def test_bad_input_is_one_line_naming_the_key(args, expected, tmp_path):
-    result = run_cli(["experiment=ssla/table-7", "scale=smoke", *args], tmp_path)
-    assert result.returncode == 2
-    lines = result.stderr.strip().splitlines()
+def test_bad_input_is_one_line_naming_the_key(args, expected, tmp_path, capsys, monkeypatch):
+    from bench.cli.run import main as run_main
+
+    monkeypatch.setattr(sys, "argv", ["bench.run"])
+    with pytest.raises(SystemExit) as stopped:
+        run_main(["experiment=ssla/table-7", "scale=smoke", f"results_dir={tmp_path}", *args])
+    assert stopped.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ")
     assert expected in lines[0]
 
 
-def test_reproduce_builds_the_multirun_of_an_experiment(tmp_path):
-    result = run_cli(["ssla/table-1", "--scale", "cpu", "--dry-run"], tmp_path,
-                     module="bench.cli.reproduce")
-    assert result.returncode == 0, result.stderr
-    command = result.stdout.strip()
+def test_reproduce_builds_the_multirun_of_an_experiment(capsys):
+    from bench.cli.reproduce import main as reproduce_main
+
+    assert reproduce_main(["ssla/table-1", "--scale", "cpu", "--dry-run"]) == 0
+    command = capsys.readouterr().out.strip()
     assert "seed=0,1,2,3,4,5" in command
     assert "task.n=100000,200000,300000,500000,700000,900000,1000000" in command
     assert "task.dtype=float32,float64" in command
@@ -124,6 +128,6 @@ def test_failed_jobs_make_multirun_and_reproduce_exit_nonzero(tmp_path):
     assert run.returncode == 1
     assert "[2/2] 0 done, 2 failed" in run.stdout
     assert "2 job(s) failed" in run.stderr
-    reproduce = run_cli(["ssla/table-7", "--scale", "smoke", "--no-report", *failing],
-                        tmp_path, module="bench.reproduce")
+    reproduce = run_cli(["ssla/table-7", "--scale", "smoke", "--no-report", "seed=3",
+                         "protocol=paper", *failing], tmp_path, module="bench.reproduce")
     assert reproduce.returncode == 1, reproduce.stderr
