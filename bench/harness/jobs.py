@@ -34,6 +34,7 @@ from bench.harness.records import (
     write_record_atomically,
 )
 from bench.harness.result import TaskResult
+from bench.harness.task_inputs import check_task_inputs
 from bench.harness.timing import Stopwatch
 
 # Jobs of this process whose record says failed (``python -m bench.run`` exits 1 if any).
@@ -113,6 +114,7 @@ def run_job(cfg: DictConfig, cli_overrides: list[str] | None = None) -> tuple[st
             logger.info("skip %s [%s] %s%s", cfg.name, existing["status"], folder, hint)
             return "skipped", existing
     require_writable(folder)
+    check_task_inputs(cfg, hydra.utils.get_method(cfg.task._target_), CONF_DIR)
     check_dataset_node(cfg)
 
     quiet_libraries(bool(cfg.get("verbose", False)))

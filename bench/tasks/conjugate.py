@@ -5,14 +5,19 @@ from __future__ import annotations
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from bench.datasets.conjugate import LinearRegressionData, NormalNormalData, PoissonGammaData
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator, resolve_dtype
+from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
 from bench.methods.base import instantiate_method
+from bench.methods.ssla.conjugate import ASSLAMethod, SSLAMethod
 from bench.metrics.grid import compute_grid_metrics
 from bench.predictive.densities import GridDensity
 
 
+@takes(datasets=(NormalNormalData, PoissonGammaData, LinearRegressionData),
+       methods=(SSLAMethod, ASSLAMethod))
 def grid_ppd(cfg: DictConfig) -> TaskResult:
     """For each panel of the dataset: fit the method, predict on the grid, score vs exact.
 

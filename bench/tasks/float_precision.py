@@ -5,17 +5,20 @@ from __future__ import annotations
 import torch
 from omegaconf import DictConfig
 
-from bench.datasets.conjugate import ConjugateProblem
+from bench.datasets.conjugate import ConjugateProblem, NormalNormalData
 from bench.harness.errors import require_positive
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator, resolve_dtype
+from bench.harness.task_inputs import takes
 from bench.methods.base import instantiate_method
+from bench.methods.ssla.conjugate import ASSLAMethod
 from bench.metrics.grid import compute_grid_metrics
 from bench.models.conjugate import NormalMeanModel
 from bench.models.parametric import Data
 from bench.predictive.densities import GridDensity
 
 
+@takes(datasets=(NormalNormalData,), methods=(ASSLAMethod,))
 def run(cfg: DictConfig) -> TaskResult:
     """ASSLA on n normal draws: the paper's aggregate route in ``task.dtype`` vs a reference.
 

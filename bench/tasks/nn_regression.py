@@ -14,9 +14,12 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from bench.datasets.toy import HeteroscedasticToyData
+from bench.datasets.uci import UCIRegressionData
 from bench.harness.errors import ConfigError
 from bench.harness.overrides import group_options
 from bench.harness.result import TaskResult
+from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
 from bench.methods.base import (
     Method,
@@ -25,9 +28,18 @@ from bench.methods.base import (
     method_class,
     method_variants,
 )
+from bench.methods.baselines.deep_ensemble import DeepEnsembleMethod
+from bench.methods.baselines.hmc import HMCMethod
+from bench.methods.baselines.plugin import PluginMethod
+from bench.methods.baselines.vi import AlphaVIMethod, MFVIMethod
+from bench.methods.laplace.laplace_torch import LaplaceTorchMethod
+from bench.methods.ssla.network import NetworkASSLA, NetworkSSLA
 from bench.metrics.regression import regression_metrics
 
 
+@takes(datasets=(HeteroscedasticToyData, UCIRegressionData),
+       methods=(NetworkASSLA, NetworkSSLA, LaplaceTorchMethod, PluginMethod, MFVIMethod,
+                AlphaVIMethod, HMCMethod, DeepEnsembleMethod))
 def run(cfg: DictConfig) -> TaskResult:
     """Fit every variant of ``cfg.method`` on ``cfg.dataset`` and score it on the test set."""
     if cfg.get("threads"):

@@ -23,11 +23,14 @@ from omegaconf import DictConfig
 from torch import Tensor
 
 from bench.datasets.conjugate import ConjugateProblem
+from bench.datasets.sine import ToySineData
 from bench.harness.errors import require_positive
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator, resolve_dtype
+from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
 from bench.methods.base import instantiate_method, method_variants
+from bench.methods.ssla.conjugate import ASSLAMethod, SSLAMethod
 from bench.metrics.regression import regression_metrics
 from bench.models.conjugate import LinearGaussianModel
 from bench.models.parametric import Data
@@ -141,6 +144,7 @@ def _max_gaps(approx: Gaussian, reference: Gaussian) -> dict[str, float]:
     }
 
 
+@takes(datasets=(ToySineData,), methods=(SSLAMethod, ASSLAMethod))
 def run(cfg: DictConfig) -> TaskResult:
     """Fit the BLR on one seed's training split; score the four predictives on its test split.
 

@@ -27,9 +27,12 @@ from __future__ import annotations
 import torch
 from omegaconf import DictConfig
 
+from bench.datasets.synthetic_networks import SyntheticNetworkData
 from bench.harness.result import TaskResult
+from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
 from bench.methods.baselines.split_bootstrap import bootstrap_interval, split_interval
+from bench.methods.laplace.subnetwork import SubnetLaplaceMethod
 from bench.metrics.regression import central_interval, fraction_inside
 from bench.predictive.densities import Gaussian
 from bench.tasks.subnetwork_common import fit_replication, mean_over_replications
@@ -76,6 +79,7 @@ def replication_coverage(cfg: DictConfig, generator: torch.Generator) -> tuple[d
     return values, {**fitted.diagnostics, **timings}
 
 
+@takes(datasets=(SyntheticNetworkData,), methods=(SubnetLaplaceMethod,))
 def run(cfg: DictConfig) -> TaskResult:
     """Coverage of every method and ``k`` in one (likelihood, specification) setting,
     averaged over the job's replications."""

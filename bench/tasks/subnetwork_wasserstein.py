@@ -15,9 +15,11 @@ from __future__ import annotations
 import torch
 from omegaconf import DictConfig
 
-from bench.datasets.synthetic_networks import TEST_DOMAINS
+from bench.datasets.synthetic_networks import TEST_DOMAINS, SyntheticNetworkData
 from bench.harness.errors import ConfigError
 from bench.harness.result import TaskResult
+from bench.harness.task_inputs import takes
+from bench.methods.laplace.subnetwork import SubnetLaplaceMethod
 from bench.metrics.wasserstein import mean_predictive_w2
 from bench.tasks.subnetwork_common import fit_replication, mean_over_replications
 
@@ -51,6 +53,7 @@ def replication_w2(cfg: DictConfig, generator: torch.Generator) -> tuple[dict, d
     return values, fitted.diagnostics
 
 
+@takes(datasets=(SyntheticNetworkData,), methods=(SubnetLaplaceMethod,))
 def run(cfg: DictConfig) -> TaskResult:
     """All methods, domains and ``k`` of one working model setting, averaged over the job's
     replications."""

@@ -10,9 +10,12 @@ from __future__ import annotations
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from bench.datasets.uci import UCIRegressionData
 from bench.harness.result import TaskResult
+from bench.harness.task_inputs import takes
 
 
+@takes(datasets=(UCIRegressionData,))
 def run(cfg: DictConfig) -> TaskResult:
     """Load ``cfg.dataset`` under ``cfg.protocol`` and report its sizes."""
     splits = instantiate(cfg.dataset).splits(seed=int(cfg.seed))

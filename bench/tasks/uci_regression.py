@@ -15,12 +15,15 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from bench.datasets.uci import UCIRegressionData
 from bench.harness.errors import require_choice
 from bench.harness.result import TaskResult
+from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
 from bench.tasks.nn_regression import build_method, score_method, train_base
 
 
+@takes(datasets=(UCIRegressionData,))
 def run(cfg: DictConfig) -> TaskResult:
     """Train the base network on ``cfg.dataset`` and score every row of ``cfg.rows``."""
     if cfg.get("threads"):

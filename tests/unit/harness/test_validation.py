@@ -61,3 +61,22 @@ def test_dataset_checks_run_before_the_task(override, message, tmp_path):
     with pytest.raises(ConfigError, match=re.escape(message)):
         run_job(compose_config(overrides), overrides)
     assert not list(tmp_path.rglob("record.json"))
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["experiment=ssla/figure-1", "method=la"],
+     "method='la' does not fit experiment ssla/figure-1; choose one of: assla, ssla, ssla_assla"),
+    (["experiment=ssla/table-2", "method=ssla"],
+     "method='ssla' does not fit experiment ssla/table-2; choose one of: deep_ensemble, hmc, la,"),
+    (["experiment=ssla/table-7", "dataset=uci_bike"],
+     "dataset='uci_bike' does not fit experiment ssla/table-7; choose one of: prior_modularity"),
+])
+def test_a_method_or_dataset_that_does_not_fit_the_experiment_stops_first(overrides, message,
+                                                                           tmp_path):
+    from bench.harness.jobs import run_job
+    from tests.helpers import compose_config
+
+    overrides = [*overrides, "scale=smoke", f"results_dir={tmp_path}"]
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        run_job(compose_config(overrides), overrides)
+    assert not list(tmp_path.rglob("record.json"))
