@@ -24,6 +24,7 @@ from bench.harness.overrides import (
     check_overrides,
     drop_empty_results_dir,
     group_options,
+    require_writable_results_dir,
 )
 from bench.reporting.registry import implemented_artifacts, specs_reading
 from bench.reporting.specs import SPECS
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             extra.append(f"hydra/launcher={args.launcher}")
         experiment = artifact_experiment(args.artifact)
         check_overrides([f"experiment={experiment}", *extra])
+        require_writable_results_dir(extra)
         multiruns = sweep_overrides(experiment, args.scale, extra)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)

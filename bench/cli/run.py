@@ -13,7 +13,12 @@ from omegaconf import DictConfig
 
 from bench.harness.errors import ConfigError
 from bench.harness.jobs import FAILED_JOBS, run_job
-from bench.harness.overrides import CONF_DIR, check_overrides, drop_empty_results_dir
+from bench.harness.overrides import (
+    CONF_DIR,
+    check_overrides,
+    drop_empty_results_dir,
+    require_writable_results_dir,
+)
 
 
 def _task_overrides() -> list[str]:
@@ -39,6 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     overrides = [a for a in argv if "=" in a and not a.startswith("-")]
     try:
         check_overrides(overrides)
+        require_writable_results_dir(overrides)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)

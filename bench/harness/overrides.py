@@ -86,6 +86,23 @@ def drop_empty_results_dir(overrides: list[str]) -> list[str]:
                                                       'results_dir=""')]
 
 
+def require_writable_results_dir(overrides: list[str]) -> Path:
+    """The results folder the overrides choose (else the default), created and writable, or
+    a one-line ConfigError: Hydra writes its run folder there before any job starts."""
+    chosen = [o.split("=", 1)[1] for o in overrides if o.startswith("results_dir=")]
+    folder = Path(chosen[-1]) if chosen and chosen[-1] else default_results_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-probe-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise ConfigError(f"results_dir={str(folder)!r} cannot be written ({reason}); set "
+                          "results_dir= or BENCH_RESULTS_DIR to a writable folder") from None
+    return folder
+
+
 def default_results_dir() -> Path:
     """``$BENCH_RESULTS_DIR`` if set and not empty, else ``./results``."""
     return Path(env_or_default(RESULTS_ENV, "results"))

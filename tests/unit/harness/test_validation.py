@@ -80,3 +80,13 @@ def test_a_method_or_dataset_that_does_not_fit_the_experiment_stops_first(overri
     with pytest.raises(ConfigError, match=re.escape(message)):
         run_job(compose_config(overrides), overrides)
     assert not list(tmp_path.rglob("record.json"))
+
+
+def test_an_unwritable_results_dir_is_one_line_before_hydra_starts(tmp_path):
+    from bench.harness.overrides import require_writable_results_dir
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(ConfigError, match="results_dir=.*a-file/records' cannot be written"):
+        require_writable_results_dir([f"results_dir={blocker / 'records'}"])
+    assert require_writable_results_dir([f"results_dir={tmp_path / 'ok'}"]).is_dir()
