@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -54,7 +55,12 @@ def test_failures_and_non_finite_values_make_failed_records(task, message, tmp_p
     assert len(list(folder.glob("record.failed-*.json"))) == 1
 
 
-def test_killed_multirun_resumes_without_recomputing(tmp_path):
+@pytest.mark.parametrize("stop", [
+    signal.SIGKILL,
+    pytest.param(signal.SIGTERM, marks=pytest.mark.slow),
+    pytest.param(signal.SIGINT, marks=pytest.mark.slow),
+])
+def test_killed_multirun_resumes_without_recomputing(stop, tmp_path):
     args = ["-m", "experiment=ssla/table-7", "scale=smoke",
             "task._target_=tests.helpers.sleepy_task", "+task.sleep_s=0.4",
             "seed=0,1,2,3,4,5,6,7"]
@@ -64,7 +70,7 @@ def test_killed_multirun_resumes_without_recomputing(tmp_path):
     deadline = time.time() + 60
     while time.time() < deadline and len(list(tmp_path.rglob("record.json"))) < 2:
         time.sleep(0.05)
-    proc.kill()
+    proc.send_signal(stop)
     proc.wait()
     before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("record.json")}
     assert 2 <= len(before) < 8
@@ -131,3 +137,23 @@ def test_failed_jobs_make_multirun_and_reproduce_exit_nonzero(tmp_path):
     reproduce = run_cli(["ssla/table-7", "--scale", "smoke", "--no-report", "seed=3",
                          "protocol=paper", *failing], tmp_path, module="bench.reproduce")
     assert reproduce.returncode == 1, reproduce.stderr
+
+
+def test_two_workers_on_one_job_leave_one_record(tmp_path):
+    import threading
+
+    from bench.harness.jobs import run_job
+
+    overrides = ["experiment=ssla/table-7", "scale=smoke", f"results_dir={tmp_path}",
+                 "task._target_=tests.helpers.sleepy_task", "+task.sleep_s=0.5"]
+    outcomes = []
+    configs = [compose_config(overrides) for _ in range(2)]  # Hydra composes one at a time
+    workers = [threading.Thread(target=lambda cfg=cfg: outcomes.append(
+        run_job(cfg, overrides)[0])) for cfg in configs]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert sorted(outcomes) == ["ok", "skipped"]
+    assert len(list(tmp_path.rglob("record.json"))) == 1
+    assert not list(tmp_path.rglob(".record-*")) and not list(tmp_path.rglob(".job-*"))

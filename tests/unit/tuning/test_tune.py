@@ -167,3 +167,19 @@ def test_scales_read_tuned_values_from_their_source(tmp_path):
     assert load_tuned("retuned", "toy/mlp", tmp_path).lr == 0.5
     with pytest.raises(ConfigError, match="scale.tuned_source='cpu'"):
         load_tuned("cpu", "toy/mlp", tmp_path)
+
+
+@pytest.mark.slow
+def test_two_workers_share_one_study_and_stop_at_its_total(tmp_path):
+    storage = tmp_path / "shared.log"
+    args = ["space=mlp", "objective.target=tests.unit.tuning.test_tune.quadratic", "trials=8",
+            "threads=0", f"storage={storage}"]
+    env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+    workers = [subprocess.Popen([sys.executable, "-m", "bench.tune", *args, f"worker={w}"],
+                                cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for w in (0, 1)]
+    outputs = [worker.communicate(timeout=300) for worker in workers]
+    assert all(worker.returncode == 0 for worker in workers), outputs
+    states = [t.state for t in trials_of(storage)]
+    finished = [s for s in states if s != optuna.trial.TrialState.RUNNING]
+    assert 8 <= len(finished) <= 9 and len(finished) == len(states)
