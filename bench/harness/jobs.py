@@ -7,7 +7,6 @@ stopped. :func:`execute` is what ``python -m bench.run`` calls once per job.
 from __future__ import annotations
 
 import math
-import os
 import socket
 import sys
 import traceback
@@ -20,7 +19,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from bench.harness.errors import ConfigError, require_choice
-from bench.harness.logs import LOG_NAME, job_log, logger, publish_job_log, quiet_libraries
+from bench.harness.logs import job_log, logger, publish_job_log, quiet_libraries
 from bench.harness.overrides import CONF_DIR, group_options
 from bench.harness.provenance import git_state, package_versions
 from bench.harness.records import (
@@ -30,7 +29,8 @@ from bench.harness.records import (
     config_hash,
     read_record,
     record_dir,
-    set_aside,
+    set_aside_run,
+    unwritable_reason,
     write_record_atomically,
 )
 from bench.harness.result import TaskResult
@@ -165,24 +165,17 @@ def finished_record(folder: Path) -> dict | None:
     except NotADirectoryError as err:
         raise ConfigError(f"{err}; move it away or choose another results_dir") from None
     except DamagedRecord as err:
-        moved = set_aside(err.path, "damaged")
-        if (folder / LOG_NAME).exists():
-            set_aside(folder / LOG_NAME, "damaged")
+        moved = set_aside_run(folder, "damaged")
         logger.warning("%s; kept as %s, running the job again", err, moved)
         return None
 
 
 def require_writable(folder: Path) -> None:
     """Create the run folder, or fail with one line before any work is done."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".write-probe-{os.getpid()}"
-        probe.touch()
-        probe.unlink()
-    except OSError as err:
-        reason = err.strerror or type(err).__name__
+    reason = unwritable_reason(folder)
+    if reason:
         raise ConfigError(f"cannot write records to {folder} ({reason}); set results_dir= or "
-                          "BENCH_RESULTS_DIR to a writable folder") from None
+                          "BENCH_RESULTS_DIR to a writable folder")
 
 
 def _record(cfg: DictConfig, resolved: dict, chash: str, result: TaskResult | None,

@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-LOG_NAME = "job.log"
+from bench.harness.records import LOG_NAME
+
 LIBRARY_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning",
                    "lightning_fabric", "pyro", "optuna")
 NOISY_WARNINGS = (r".*(num_workers|LeafSpec|litlogger|torch\.jit\.script. is deprecated|"

@@ -11,6 +11,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from bench.harness.errors import ConfigError
+from bench.harness.records import unwritable_reason
 from bench.harness.validation import check_typed_overrides
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -91,15 +92,10 @@ def require_writable_results_dir(overrides: list[str]) -> Path:
     a one-line ConfigError: Hydra writes its run folder there before any job starts."""
     chosen = [o.split("=", 1)[1] for o in overrides if o.startswith("results_dir=")]
     folder = Path(chosen[-1]) if chosen and chosen[-1] else default_results_dir()
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".write-probe-{os.getpid()}"
-        probe.touch()
-        probe.unlink()
-    except OSError as err:
-        reason = err.strerror or type(err).__name__
+    reason = unwritable_reason(folder)
+    if reason:
         raise ConfigError(f"results_dir={str(folder)!r} cannot be written ({reason}); set "
-                          "results_dir= or BENCH_RESULTS_DIR to a writable folder") from None
+                          "results_dir= or BENCH_RESULTS_DIR to a writable folder")
     return folder
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 SCHEMA_VERSION = 1
 RECORD_NAME = "record.json"
+LOG_NAME = "job.log"
 NON_SEMANTIC_KEYS = ("results_dir", "rerun_failed", "hydra", "sweep", "seeds", "seeds_for",
                      "scale_overrides", "verbose")
 REQUIRED_FIELDS = (
@@ -146,15 +147,31 @@ def write_record_atomically(folder: Path, record: dict[str, Any]) -> Path:
     return target
 
 
-def archive_failed_record(folder: Path) -> Path | None:
-    """Move a failed record (and its log) aside, kept, so the run can be attempted again.
-
-    Returns the archived record's path, or None when another worker archived it first.
-    """
-    target = set_aside(folder / RECORD_NAME, "failed")
-    if (folder / "job.log").exists():
-        set_aside(folder / "job.log", "failed")
+def set_aside_run(folder: Path, label: str) -> Path | None:
+    """Move a run's record (and its ``job.log``) aside as ``<stem>.<label>-...``, kept, so the
+    run can be attempted again. Returns the record's new path, or None when another worker
+    moved it first."""
+    target = set_aside(folder / RECORD_NAME, label)
+    if (folder / LOG_NAME).exists():
+        set_aside(folder / LOG_NAME, label)
     return target
+
+
+def archive_failed_record(folder: Path) -> Path | None:
+    """Move a failed record (and its log) aside so the run can be attempted again."""
+    return set_aside_run(folder, "failed")
+
+
+def unwritable_reason(folder: Path) -> str | None:
+    """Create ``folder`` and write a probe file in it; why that failed, or None if it worked."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-probe-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as err:
+        return err.strerror or type(err).__name__
+    return None
 
 
 def iter_records(results_dir: Path, experiment: str, scale: str | None = None,
