@@ -17,9 +17,10 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from bench.harness.errors import ConfigError
+from bench.predictive.categorical import Categorical
 from bench.predictive.densities import Gaussian, GridDensity, QuadratureDensity
 
-Predictive = Gaussian | GridDensity | QuadratureDensity
+Predictive = Gaussian | GridDensity | QuadratureDensity | Categorical
 
 # Keys of a method node that are data for the task, not constructor arguments.
 VARIANTS_KEY = "variants"
