@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import matplotlib
@@ -19,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from bench.reporting.aggregate import aggregate_cells, cells_frame  # noqa: E402
+from bench.reporting.claims import Summary, summarise_cells  # noqa: E402
 
 SUBSET_ROWS = ("Greedy-Laplace", "Gradient-Laplace", "Gradient-Laplace (test ref.)",
                "Subnet diagonal", "Last k")
@@ -37,24 +36,6 @@ SPECIFICATIONS = ("misspecified", "wellspecified")
 DOMAINS = ("in_distribution", "ood", "mixed")
 LIKELIHOODS = ("regression", "classification")
 _K_COLUMN = re.compile(r"^(?P<panel>.+)/(?P<metric>[a-z0-9]+)@k=(?P<k>\d+)$")
-
-
-@dataclass(frozen=True)
-class Summary:
-    """Mean over seeds of one cell with its 95% CI (NaN bounds with one seed)."""
-
-    mean: float
-    low: float
-    high: float
-    n: int
-
-
-def summarise_cells(records: list[dict[str, Any]]) -> dict[tuple[str, str], Summary]:
-    """``{(row, column): Summary}`` over the ok records' seeds."""
-    table = aggregate_cells(cells_frame(records), paper_seed=None)
-    return {(line["row"], line["column"]): Summary(line["mean"], line["ci_low"],
-                                                   line["ci_high"], int(line["n_seeds"]))
-            for line in table.to_dict("records")}
 
 
 def subset_curve(values: dict[tuple[str, str], Any], row: str, panel: str,

@@ -8,10 +8,9 @@ and :class:`ClaimRule` turns it into agrees / close / differs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable
 
+from bench.reporting.claims import ClaimRule, Means, Statistic, claim, fraction, mean_of
 from bench.reporting.figures.subnet import (
     DOMAINS,
     FIGURE_1_FLAT_ROWS,
@@ -21,12 +20,9 @@ from bench.reporting.figures.subnet import (
     SUBSET_ROWS,
     coverage_curves,
     subset_curve,
-    summarise_cells,
     w2_curves,
 )
 from bench.reporting.spec import Anchor, ArtifactSpec
-from bench.reporting.targets import PaperValue
-from bench.reporting.verdicts import AGREES, CLOSE, DIFFERS, VerdictRule
 
 GREEDY, GRADIENT, DIAGONAL, LAST_K = ("Greedy-Laplace", "Gradient-Laplace", "Subnet diagonal",
                                       "Last k")
@@ -35,66 +31,9 @@ SMALL_K = 25
 SIMILAR_COVERAGE = 0.05
 
 
-@dataclass(frozen=True)
-class ClaimRule(VerdictRule):
-    """Judges a claim statistic: agrees when ``ours >= agree``, close when ``ours >= close``
-    (``higher_is_better=False`` flips both comparisons)."""
-
-    agree: float = 1.0
-    close: float = 0.75
-    higher_is_better: bool = True
-
-    def reference(self) -> str:
-        sign = ">=" if self.higher_is_better else "<="
-        return f"claim holds: ours {sign} {self.agree:g}"
-
-    def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float]) -> str:
-        sign = 1.0 if self.higher_is_better else -1.0
-        if sign * ours >= sign * self.agree:
-            return AGREES
-        return CLOSE if sign * ours >= sign * self.close else DIFFERS
-
-    def describe(self) -> str:
-        word = "at least" if self.higher_is_better else "at most"
-        return (f"a claim agrees when its statistic is {word} {self.agree:g} and is close when "
-                f"it is {word} {self.close:g}")
-
-
-Means = dict[tuple[str, str], float]
-Statistic = Callable[[Means], float]
-
-
-def claim(statistic: Statistic) -> Callable[[list[dict[str, Any]]], float]:
-    """Anchor getter: ``statistic`` of the mean-over-seeds cell values of the ok records."""
-
-    def get(records: list[dict[str, Any]]) -> float:
-        summaries = summarise_cells(records)
-        if not summaries:
-            raise LookupError("no ok cells")
-        return statistic({key: s.mean for key, s in summaries.items()})
-
-    return get
-
-
 def curve(means: Means, row: str, panel: str, metric: str) -> dict[int, float]:
     """``{k: mean}`` of a subset method in one panel."""
     return dict(subset_curve(means, row, panel, metric))
-
-
-def fraction(outcomes: Iterable[bool]) -> float:
-    """Share of True outcomes (LookupError when there are none)."""
-    values = list(outcomes)
-    if not values:
-        raise LookupError("no comparison could be made (cells missing)")
-    return sum(values) / len(values)
-
-
-def mean_of(values: Iterable[float]) -> float:
-    """Arithmetic mean (LookupError when empty)."""
-    values = list(values)
-    if not values:
-        raise LookupError("no values (cells missing)")
-    return sum(values) / len(values)
 
 
 FIGURE_1_PANELS = tuple(f"{s}/{d}" for s in SPECIFICATIONS for d in DOMAINS)

@@ -1,0 +1,90 @@
+"""Paper claims checked from records: a statistic of the mean-over-seeds cells and its rule.
+
+Papers that print figures rather than numbers state claims ("accuracy rises with T"); a report
+turns each into an anchor whose ``ours`` is a statistic of the records (a share of comparisons
+in which the claim holds, or a difference) judged by :class:`ClaimRule`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from bench.reporting.aggregate import aggregate_cells, cells_frame
+from bench.reporting.targets import PaperValue
+from bench.reporting.verdicts import AGREES, CLOSE, DIFFERS, VerdictRule
+
+Means = dict[tuple[str, str], float]
+Statistic = Callable[[Means], float]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Mean over seeds of one cell with its 95% CI (NaN bounds with one seed)."""
+
+    mean: float
+    low: float
+    high: float
+    n: int
+
+
+def summarise_cells(records: list[dict[str, Any]]) -> dict[tuple[str, str], Summary]:
+    """``{(row, column): Summary}`` over the ok records' seeds."""
+    table = aggregate_cells(cells_frame(records), paper_seed=None)
+    return {(line["row"], line["column"]): Summary(line["mean"], line["ci_low"],
+                                                   line["ci_high"], int(line["n_seeds"]))
+            for line in table.to_dict("records")}
+
+
+@dataclass(frozen=True)
+class ClaimRule(VerdictRule):
+    """Judges a claim statistic: agrees when ``ours >= agree``, close when ``ours >= close``
+    (``higher_is_better=False`` flips both comparisons)."""
+
+    agree: float = 1.0
+    close: float = 0.75
+    higher_is_better: bool = True
+
+    def reference(self) -> str:
+        sign = ">=" if self.higher_is_better else "<="
+        return f"claim holds: ours {sign} {self.agree:g}"
+
+    def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float]) -> str:
+        sign = 1.0 if self.higher_is_better else -1.0
+        if sign * ours >= sign * self.agree:
+            return AGREES
+        return CLOSE if sign * ours >= sign * self.close else DIFFERS
+
+    def describe(self) -> str:
+        word = "at least" if self.higher_is_better else "at most"
+        return (f"a claim agrees when its statistic is {word} {self.agree:g} and is close when "
+                f"it is {word} {self.close:g}")
+
+
+def claim(statistic: Statistic) -> Callable[[list[dict[str, Any]]], float]:
+    """Anchor getter: ``statistic`` of the mean-over-seeds cell values of the ok records."""
+
+    def get(records: list[dict[str, Any]]) -> float:
+        summaries = summarise_cells(records)
+        if not summaries:
+            raise LookupError("no ok cells")
+        return statistic({key: s.mean for key, s in summaries.items()})
+
+    return get
+
+
+def fraction(outcomes: Iterable[bool]) -> float:
+    """Share of True outcomes (LookupError when there are none)."""
+    values = list(outcomes)
+    if not values:
+        raise LookupError("no comparison could be made (cells missing)")
+    return sum(values) / len(values)
+
+
+def mean_of(values: Iterable[float]) -> float:
+    """Arithmetic mean (LookupError when empty)."""
+    values = list(values)
+    if not values:
+        raise LookupError("no values (cells missing)")
+    return sum(values) / len(values)
