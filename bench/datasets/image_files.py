@@ -22,7 +22,6 @@ IDX_UBYTE = 0x08
 GZIP_MAGIC = b"\x1f\x8b"
 CIFAR_SIDE = 32
 SVHN_ZERO_LABEL = 10
-CIFAR10_C_PER_SEVERITY = 10_000
 CIFAR10_C_SEVERITIES = 5
 
 
@@ -156,18 +155,24 @@ def read_svhn_mat(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
 
 def read_cifar10_c(images_path: str | Path, labels_path: str | Path,
                    severity: int) -> tuple[np.ndarray, np.ndarray]:
-    """One severity (1..5) of a CIFAR-10-C corruption: rows ``(severity-1)*10k ..`` of the
-    ``[50000, 32, 32, 3]`` array and of ``labels.npy``, images as ``[10000, 3, 32, 32]``."""
+    """One severity (1..5) of a CIFAR-10-C corruption, images as ``[n, 3, 32, 32]``.
+
+    The ``.npy`` array is ``[5 n, 32, 32, 3]`` (n = 10000 in the published files), severities
+    1..5 one after the other, and ``labels.npy`` has the same 5 n rows; rows
+    ``(severity - 1) n .. severity n`` are returned, read through a memory map.
+    """
     try:
         images = np.load(images_path, mmap_mode="r", allow_pickle=False)
         labels = np.load(labels_path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError) as err:
         raise ImageDataCorruptError(f"{images_path}: not a readable .npy array ({err})") from None
-    total = CIFAR10_C_PER_SEVERITY * CIFAR10_C_SEVERITIES
-    if images.shape != (total, CIFAR_SIDE, CIFAR_SIDE, 3) or labels.shape != (total,):
+    total = len(images)
+    if images.shape[1:] != (CIFAR_SIDE, CIFAR_SIDE, 3) or total % CIFAR10_C_SEVERITIES \
+            or labels.shape != (total,):
         raise ImageDataCorruptError(
             f"{images_path}: {list(images.shape)} with labels {list(labels.shape)}; expected "
-            f"[{total}, 32, 32, 3] (severities 1..5 x 10000) and [{total}]")
-    rows = slice((severity - 1) * CIFAR10_C_PER_SEVERITY, severity * CIFAR10_C_PER_SEVERITY)
+            "[5 n, 32, 32, 3] (severities 1..5, n = 10000 each) and [5 n] labels")
+    n = total // CIFAR10_C_SEVERITIES
+    rows = slice((severity - 1) * n, severity * n)
     chosen = np.asarray(images[rows], dtype=np.uint8).transpose(0, 3, 1, 2)
     return np.ascontiguousarray(chosen), np.asarray(labels[rows]).astype(np.int64)
