@@ -40,7 +40,7 @@ orientation. ``cifar10_c`` severity 0 is the clean CIFAR-10 test set.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -231,21 +231,28 @@ def find_image_files(name: str, split: str, root: str | Path | None = None, *,
     return None
 
 
-def missing_files_message(name: str, split: str, root: str | Path | None = None, *,
-                          corruption: str | None = None, severity: int = 0) -> str:
-    """One line: which files of ``name``/``split`` are missing and the folder they go in."""
+ROOT_HINT = f"data root from ${DATA_DIR_ENV}, default ./data"
+
+
+def missing_files_message(name: str, splits: str | Sequence[str],
+                          root: str | Path | None = None, *, corruption: str | None = None,
+                          severity: int = 0, root_hint: bool = True) -> str:
+    """One line: which files of ``name`` (its ``splits``) are missing and the folder they go
+    in; ``root_hint`` adds where the data root comes from."""
+    splits = [splits] if isinstance(splits, str) else list(splits)
     if name == "cifar10_c" and severity == 0:
-        return missing_files_message("cifar10", "test", root)
+        return missing_files_message("cifar10", "test", root, root_hint=root_hint)
     source, root = IMAGE_SOURCES[name], data_root() if root is None else Path(root)
     folder = root / source.folders[0]
-    required = _required_files(source, split, corruption)
-    missing = [names[0] for names in required
+    missing = [names[0] for split in splits
+               for names in _required_files(source, split, corruption)
                if not any((folder / n).is_file() for n in names)]
     shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
     other = root / source.folders[1]
-    return (f"image data set {name!r} ({split} split) not found: put {shown} in {folder}/ "
-            f"(data root from ${DATA_DIR_ENV}, default ./data; torchvision's folder {other}/ "
-            "is read too)")
+    hint = f"{ROOT_HINT}; " if root_hint else ""
+    which = " and ".join(splits) + (" splits" if len(splits) > 1 else " split")
+    return (f"image data set {name!r} ({which}) not found: put {shown} in "
+            f"{folder}/ ({hint}torchvision's folder {other}/ is read too)")
 
 
 def load_images(name: str, split: str, root: str | Path | None = None, *,
