@@ -17,12 +17,13 @@ from bench.harness.errors import ConfigError, require_positive
 
 @dataclass(frozen=True)
 class CubicToy:
-    """One draw of the toy: training pairs and the plotting grid with its true function."""
+    """One draw of the toy: training pairs, and the plotting grid (``x_test``) with its true
+    function."""
 
     x_train: Tensor
     y_train: Tensor
-    x_plot: Tensor
-    f_plot: Tensor
+    x_test: Tensor
+    f_test: Tensor
 
 
 @dataclass
@@ -46,7 +47,7 @@ class CubicToyData:
             raise ConfigError(f"dataset.x_low={self.x_low} must be below dataset.x_high="
                               f"{self.x_high}")
 
-    def draw(self, seed: int) -> CubicToy:
+    def splits(self, seed: int) -> CubicToy:
         """Inputs uniform on ``[x_low, x_high]``, then the noise, from one seeded generator."""
         generator = torch.Generator().manual_seed(int(seed))
         width = self.x_high - self.x_low
@@ -54,6 +55,6 @@ class CubicToyData:
                                             dtype=torch.float64)
         noise = self.noise_variance**0.5 * torch.randn(self.n_points, generator=generator,
                                                         dtype=torch.float64)
-        x_plot = torch.linspace(self.plot_low, self.plot_high, self.plot_points,
+        x_test = torch.linspace(self.plot_low, self.plot_high, self.plot_points,
                                 dtype=torch.float64).unsqueeze(1)
-        return CubicToy(x, x[:, 0] ** 3 + noise, x_plot, x_plot[:, 0] ** 3)
+        return CubicToy(x, x[:, 0] ** 3 + noise, x_test, x_test[:, 0] ** 3)

@@ -92,7 +92,7 @@ def run(cfg: DictConfig) -> TaskResult:
     structures = [require_choice("method.structures", s, STRUCTURE_ROWS)
                   for s in method.structures]
     seed = int(cfg.seed)
-    toy = data.draw(seed)
+    toy = data.splits(seed)
     activation = str(cfg.network.activation)
     shape = MLPShape((1, *cfg.network.hidden, 1), activation)
     generator = torch.Generator().manual_seed(seed)
@@ -102,29 +102,29 @@ def run(cfg: DictConfig) -> TaskResult:
                               lr=float(cfg.network.lr), steps=int(cfg.network.steps),
                               generator=generator)
     result = TaskResult(timings={"train_s": watch.elapsed()})
-    x_test = CubicToyData(n_points=1000, x_low=data.x_low, x_high=data.x_high,
-                          noise_variance=data.noise_variance).draw(seed + 1)
+    fresh = CubicToyData(n_points=1000, x_low=data.x_low, x_high=data.x_high,
+                          noise_variance=data.noise_variance).splits(seed + 1)
     with torch.no_grad():
-        f_map = shape.forward_1d(theta, toy.x_plot)
+        f_map = shape.forward_1d(theta, toy.x_test)
         train_mse = float(((shape.forward_1d(theta, toy.x_train) - toy.y_train) ** 2).mean())
     result.metrics.update({"train_mse": train_mse, "n_params": float(shape.n_params)})
-    result.arrays.update({"x": toy.x_plot[:, 0].tolist(), "truth": toy.f_plot.tolist(),
+    result.arrays.update({"x": toy.x_test[:, 0].tolist(), "truth": toy.f_test.tolist(),
                           "map": f_map.tolist(), "x_train": toy.x_train[:, 0].tolist(),
                           "y_train": toy.y_train.tolist()})
-    inside = (toy.x_plot[:, 0] >= data.x_low) & (toy.x_plot[:, 0] <= data.x_high)
+    inside = (toy.x_test[:, 0] >= data.x_low) & (toy.x_test[:, 0] <= data.x_high)
     for structure in structures:
         row = STRUCTURE_ROWS[structure]
         watch = Stopwatch()
         ggn = toy_curvature(structure, shape, theta, toy.x_train)
         posterior = ggn.scaled(temperature / data.noise_variance, delta)
         draw_generator = torch.Generator().manual_seed(seed + 1)
-        draws = predictive_draws(posterior, shape, theta, toy.x_plot, n_samples, draw_generator)
-        test_draws = predictive_draws(posterior, shape, theta, x_test.x_train, n_samples,
+        draws = predictive_draws(posterior, shape, theta, toy.x_test, n_samples, draw_generator)
+        test_draws = predictive_draws(posterior, shape, theta, fresh.x_train, n_samples,
                                       torch.Generator().manual_seed(seed + 1))
         mean, sd = draws.mean(0), draws.std(0)
         variance = test_draws.var(0) + data.noise_variance
         nll = (0.5 * torch.log(2 * math.pi * variance)
-               + (x_test.y_train - test_draws.mean(0)) ** 2 / (2 * variance)).mean()
+               + (fresh.y_train - test_draws.mean(0)) ** 2 / (2 * variance)).mean()
         result.add(row, f"{activation}/mean_sd", float(sd.mean()))
         result.add(row, f"{activation}/mean_sd_train_range", float(sd[inside].mean()))
         result.add(row, f"{activation}/test_nll", float(nll))
