@@ -17,6 +17,7 @@ from pathlib import Path
 from bench.harness.overrides import default_results_dir
 from bench.harness.records import RECORD_NAME, iter_records
 from bench.reporting.catalog import catalog_entry, make_target
+from bench.reporting.data_needs import NEEDS_DATA, missing_data, render_needs_data
 from bench.reporting.index import write_index
 from bench.reporting.render import ScaleConflict, render_report
 from bench.reporting.spec import ArtifactSpec
@@ -78,7 +79,14 @@ def load_records(spec: ArtifactSpec, results_dir: Path, scale: str,
 
 def report_one(spec: ArtifactSpec, results_dir: Path, out_dir: Path, scale: str | None,
                replace_scale: bool = False) -> None:
-    """Render one spec's report at the chosen scale and print the written paths."""
+    """Render one spec's report at the chosen scale and print the written paths; with no
+    records and data missing, the "needs data" report instead."""
+    if spec.needs_data and not scales_present(results_dir, spec.experiment):
+        missing = missing_data(spec)
+        if missing:
+            for path in render_needs_data(spec, missing, out_dir):
+                print(f"wrote {path} ({NEEDS_DATA})")
+            return
     chosen = choose_scale(spec, results_dir, scale)
     damaged: list = []
     records = load_records(spec, results_dir, chosen, damaged)

@@ -39,6 +39,15 @@ class Anchor:
 
 
 @dataclass(frozen=True)
+class DataNeed:
+    """An image data set (a name of :data:`bench.datasets.vision.IMAGE_SOURCES`) and the splits
+    an artifact reads; while its files are missing the report says "needs data"."""
+
+    name: str
+    splits: tuple[str, ...] = ("test",)
+
+
+@dataclass(frozen=True)
 class ArtifactSpec:
     """How to report one artifact (a table or figure of a paper).
 
@@ -69,6 +78,9 @@ class ArtifactSpec:
         failed_cells: ``failed_cells(record) -> [(row, column), ...]``, the cells a failed
             record was meant to produce; by default they are taken from ok records with the
             same config apart from the seed.
+        needs_data: data sets the artifact cannot run without; with no records and any of
+            them missing, the report lists the paper's cells as "needs data" and names the
+            files expected (:mod:`bench.reporting.data_needs`).
     """
 
     paper: str
@@ -88,6 +100,7 @@ class ArtifactSpec:
     notes: tuple[str, ...] = ()
     anchors: tuple[Anchor, ...] = ()
     failed_cells: FailedCells | None = None
+    needs_data: tuple[DataNeed, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.experiment:

@@ -1,0 +1,59 @@
+"""Reports of artifacts whose data are not on this machine: every paper cell "needs data".
+
+CIFAR-10, SVHN, EMNIST and the like cannot be had offline here. Their experiments are complete
+for a cluster; until their records exist, the report says which files are missing and where they
+go, and lists the paper's cells with the verdict ``needs data`` so the gap is visible.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from bench.datasets.vision import find_image_files, missing_files_message
+from bench.reporting.formatting import markdown_table
+from bench.reporting.render import report_paths, write_atomically
+from bench.reporting.spec import ArtifactSpec
+from bench.reporting.targets import paper_values
+
+NEEDS_DATA = "needs data"
+
+
+def missing_data(spec: ArtifactSpec, root: str | Path | None = None) -> list[str]:
+    """One line per data set of ``spec.needs_data`` whose files are missing (empty: all there)."""
+    lines = []
+    for need in spec.needs_data:
+        if any(find_image_files(need.name, split, root) is None for split in need.splits):
+            lines.append(missing_files_message(need.name, need.splits, root))
+    return lines
+
+
+def needs_data_table(spec: ArtifactSpec) -> pd.DataFrame:
+    """The paper's cells of ``spec`` (targets CSV, ignored cells left out), all ``needs data``."""
+    values = paper_values(spec.paper, spec.target_artifacts)
+    lines = [{"row": row, "column": column, "paper": value.printed, "ours": "—",
+              "verdict": NEEDS_DATA}
+             for (row, column), value in values.items() if not spec.is_ignored(row, column)]
+    return pd.DataFrame(lines, columns=["row", "column", "paper", "ours", "verdict"])
+
+
+def render_needs_data(spec: ArtifactSpec, missing: list[str], out_dir: Path) -> list[Path]:
+    """Write ``<artifact>.md`` and ``.csv`` saying which files the artifact waits for."""
+    paths = report_paths(spec.paper, spec.artifact, out_dir)
+    table = needs_data_table(spec)
+    target = f"make reproduce-{spec.paper}-{spec.artifact} SCALE=paper"
+    lines = [f"# {spec.paper} {spec.artifact} — {spec.title}", "",
+             f"Status: **{NEEDS_DATA}** · no records: the data below are not on this machine.",
+             "", "## Data expected", ""] + [f"- {line}" for line in missing] + [
+             "", f"With the files in place, `{target}` runs the experiment (configs and the "
+             "Slurm GPU launcher are in conf/; see README) and this report is rendered from its "
+             "records.", ""]
+    if len(table):
+        lines += ["## Paper cells", "", markdown_table(table), ""]
+    else:
+        lines += ["_The paper prints no numbers for this artifact (figure only)._", ""]
+    if spec.notes:
+        lines += ["## Notes", ""] + [f"- {note}" for note in spec.notes] + [""]
+    return [write_atomically(paths["csv"], table.to_csv(index=False)),
+            write_atomically(paths["md"], "\n".join(lines))]
