@@ -1,0 +1,123 @@
+"""Accuracy and predictive entropy of a tempered Laplace posterior over many temperatures.
+
+Generalized Laplace paper, Figures 3 and 5a (and 4 / 5b with another dataset and network): a
+MAP network from the trained-network store (one per recipe and seed, shared by every structure
+and every experiment naming the same recipe), the curvature of one structure computed once,
+one fixed set of standard-normal draws reused for every temperature, and the NN-sampling
+predictive ``mean_s softmax(f(x; theta_s))`` on the in-distribution test set and on each OOD set
+(:class:`bench.methods.laplace.tempered.TemperedLaplace`).
+
+One job = (structure, seed). Cells: row = structure (Diag, KFAC, EKFAC), columns
+``<set>/<metric>@T=<T>`` for ``<set>`` the in-distribution set (``accuracy``, ``entropy``,
+``nll``, ``ece``) and every OOD set (``entropy``, ``auroc``). Arrays ``temperatures`` and
+``<row>/<set>/<metric>`` hold the curves for the figures. Metrics: the MAP network's own test
+accuracy, the last-layer curvature norms (the KFAC-norm hypothesis: the correctly scaled norm
+and the "paper-like" accumulation of reproduction notes section 7.6).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from torch import Tensor
+
+from bench.curvature.kfac_scaling import paper_like_frobenius_norm
+from bench.curvature.kronecker import Kronecker
+from bench.datasets.image_classification import ImageClassificationData
+from bench.harness.errors import require_positive
+from bench.harness.result import TaskResult
+from bench.harness.task_inputs import takes
+from bench.harness.timing import Stopwatch
+from bench.methods.base import instantiate_method
+from bench.methods.laplace.tempered import TemperedLaplace
+from bench.metrics.classification import accuracy, classification_metrics
+from bench.predictive.categorical import Categorical
+from bench.training.network_store import TrainingRecipe, trained_network
+
+STRUCTURE_ROWS = {"diag": "Diag", "kfac": "KFAC", "ekfac": "EKFAC", "bdiag": "B-Diag"}
+IN_DISTRIBUTION_METRICS = ("accuracy", "entropy", "nll", "ece")
+OOD_METRICS = ("entropy", "auroc")
+
+
+@dataclass(frozen=True)
+class TrainingSet:
+    """The training tensors a classification method fits its curvature on."""
+
+    train_inputs: Tensor
+    train_labels: Tensor
+
+
+def temperature_column(data_set: str, metric: str, temperature: float) -> str:
+    """Cell column of one metric at one temperature, e.g. ``mnist/entropy@T=0.001``."""
+    return f"{data_set}/{metric}@T={temperature:g}"
+
+
+def network_recipe(node: DictConfig, data: ImageClassificationData, n_train: int
+                   ) -> TrainingRecipe:
+    """The experiment's ``network`` node (model and stages) with the training data it sees."""
+    values: dict[str, Any] = OmegaConf.to_container(node, resolve=True)
+    values.pop("_target_", None)
+    values["dataset"] = {"name": data.images, "preprocessing": data.normalisation,
+                         "image_shape": list(data.input_shape), "train_size": n_train}
+    recipe = TrainingRecipe.from_dict(values)
+    recipe.check()
+    return recipe
+
+
+@takes(datasets=(ImageClassificationData,), methods=(TemperedLaplace,))
+def run(cfg: DictConfig) -> TaskResult:
+    """Fit one structure on the stored MAP network, then evaluate every temperature."""
+    data: ImageClassificationData = instantiate(cfg.dataset)
+    temperatures = [require_positive("temperatures", float(t)) for t in cfg.temperatures]
+    seed = int(cfg.seed)
+    splits = data.splits(seed)
+    recipe = network_recipe(cfg.network, data, len(splits.x_train))
+    watch = Stopwatch()
+    stored = trained_network(recipe, seed, splits.x_train, splits.y_train, cfg.results_dir,
+                             cfg.device)
+    result = TaskResult(timings={"network_s": watch.elapsed()})
+    with torch.no_grad():
+        map_predictive = Categorical.from_logits(stored.module(splits.x_test))
+    result.metrics["map_test_accuracy"] = accuracy(map_predictive, splits.y_test)
+    result.fitted.update({"recipe_hash": stored.recipe_hash, "network_reused": stored.reused,
+                          "network_path": str(stored.path)})
+
+    method = instantiate_method(cfg.method)
+    watch = Stopwatch()
+    diagnostics = method.fit(TrainingSet(splits.x_train, splits.y_train), seed,
+                             base=stored.module)
+    result.timings["fit_s"] = watch.elapsed()
+    result.fitted.update(diagnostics)
+    row = STRUCTURE_ROWS[method.structure]
+    result.metrics["last_layer_frobenius_norm"] = float(diagnostics["last_layer_frobenius_norm"])
+    if isinstance(method.curvature, Kronecker):
+        paper_like = cfg.kfac_hypothesis
+        result.metrics["paper_like_last_layer_frobenius_norm"] = paper_like_frobenius_norm(
+            method.curvature, len(splits.x_train), int(paper_like.batch_size),
+            int(paper_like.label_samples))
+
+    watch = Stopwatch()
+    in_name = data.images
+    in_predictives = method.predict_tempered(splits.x_test, temperatures)
+    ood_predictives = {name: method.predict_tempered(data.ood_set(name, seed).x, temperatures)
+                       for name in data.ood}
+    result.timings["predict_s"] = watch.elapsed()
+    result.arrays["temperatures"] = temperatures
+    curves: dict[str, list[float]] = {}
+    for temperature in temperatures:
+        scores = classification_metrics(
+            in_predictives[temperature], splits.y_test,
+            {name: by_t[temperature] for name, by_t in ood_predictives.items()},
+            n_bins=int(cfg.metrics.n_bins), calibration=str(cfg.metrics.calibration),
+            ood_score=str(cfg.metrics.ood_score))
+        named = {(in_name, m): scores[m] for m in IN_DISTRIBUTION_METRICS}
+        named |= {(ood, m): scores[f"{ood}_{m}"] for ood in data.ood for m in OOD_METRICS}
+        for (data_set, metric), value in named.items():
+            result.add(row, temperature_column(data_set, metric, temperature), value)
+            curves.setdefault(f"{row}/{data_set}/{metric}", []).append(float(value))
+    result.arrays.update(curves)
+    return result
