@@ -220,7 +220,7 @@ def train_classifier(module: nn.Module, images: Tensor, labels: Tensor,
             module.load_state_dict(resume.model)
             generator.set_state(resume.batch_rng)
             torch.set_rng_state(resume.dropout_rng)
-            if cuda:
+            if cuda and resume.dropout_cuda_rng is not None:
                 torch.cuda.set_rng_state(resume.dropout_cuda_rng, device)
         module.train()
         for index in range(0 if resume is None else resume.stage, len(stages)):
