@@ -199,6 +199,8 @@ def train_classifier(module: nn.Module, images: Tensor, labels: Tensor,
     ``epoch`` (within the stage), ``objective`` (mean over minibatches, the L2 term included
     when the stage adds it), ``lr`` (the epoch's learning rate) and ``seconds``.
     """
+    for i, stage in enumerate(stages):
+        stage.check(f"stages[{i}]")
     device = next(module.parameters()).device
     history = [] if resume is None else list(resume.history)
     cuda = device.type == "cuda"
