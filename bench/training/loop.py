@@ -1,7 +1,9 @@
-"""One training loop for networks held as flat parameter tensors: the caller gives the
-parameters (leaf tensors, updated in place) and a loss closure over a batch of row indices; the
-loop owns the optimizer, the learning-rate schedule, the minibatch order, early stopping and a
-progress bar over the epochs (:func:`bench.harness.progress.progress`, silent in CI)."""
+"""One training loop for networks held as flat parameter tensors or as modules: the caller gives
+the parameters (leaf tensors, updated in place) and a loss closure over a batch of row indices;
+the loop owns the optimizer, the learning-rate schedule, the minibatch order, early stopping and a
+progress bar over the epochs (:func:`bench.harness.progress.progress`, silent in CI). An
+``on_epoch_end`` callback sees the optimizer and schedule after every epoch (to checkpoint them),
+and ``resume`` continues from such a checkpoint at epoch granularity."""
 
 from __future__ import annotations
 
@@ -12,10 +14,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from bench.harness.errors import require_choice
+from bench.harness.errors import ConfigError, require_choice
 from bench.harness.progress import progress
 
-OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
+OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULES = ("none", "step", "cosine")
 ALL_ROWS = slice(None)
 
@@ -28,9 +30,11 @@ class TrainingConfig:
     draws ``torch.randperm(n_rows, generator=...)`` and steps on its consecutive chunks of
     ``batch_size`` rows, even when one chunk holds every row. ``schedule="step"`` multiplies
     the learning rate by ``step_factor`` every ``step_every`` epochs (StepLR); ``"cosine"``
-    anneals it to 0 over ``max_epochs``. ``patience``: stop once the validation objective has
-    not improved for that many epochs (None: never); ``restore_best``: end with the best
-    validation epoch's parameters.
+    anneals it to ``min_lr`` over ``max_epochs``. ``optimizer="sgd"`` uses ``momentum`` and
+    ``nesterov`` (ignored by Adam and AdamW); ``weight_decay`` is the optimizer's own (L2 added
+    to the gradient for Adam and SGD, decoupled for AdamW). ``patience``: stop once the
+    validation objective has not improved for that many epochs (None: never);
+    ``restore_best``: end with the best validation epoch's parameters.
     """
 
     lr: float
@@ -41,12 +45,29 @@ class TrainingConfig:
     schedule: str = "none"
     step_every: int = 1
     step_factor: float = 0.1
+    min_lr: float = 0.0
+    momentum: float = 0.0
+    nesterov: bool = False
     patience: int | None = None
     restore_best: bool = True
 
     def __post_init__(self) -> None:
         require_choice("training.optimizer", self.optimizer, OPTIMIZERS)
         require_choice("training.schedule", self.schedule, SCHEDULES)
+        if self.nesterov and (self.optimizer != "sgd" or self.momentum <= 0):
+            raise ConfigError(f"training.nesterov=True needs optimizer='sgd' and momentum > 0, "
+                              f"got optimizer={self.optimizer!r}, momentum={self.momentum!r}")
+
+
+@dataclass(frozen=True)
+class LoopState:
+    """Where :func:`fit_parameters` stands after ``epochs_done`` epochs: the optimizer's and
+    the schedule's ``state_dict`` (None without a schedule). The parameters and the minibatch
+    generator belong to the caller, who saves and restores them alongside."""
+
+    epochs_done: int
+    optimizer: dict
+    scheduler: dict | None
 
 
 @dataclass(frozen=True)
@@ -64,21 +85,34 @@ def fit_parameters(parameters: Sequence[Tensor], batch_loss: Callable[[Tensor | 
                    *, n_rows: int, config: TrainingConfig,
                    generator: torch.Generator | None = None,
                    validation: Callable[[], Tensor | float] | None = None,
-                   desc: str = "training") -> TrainingHistory:
+                   desc: str = "training",
+                   on_epoch_end: Callable[[LoopState], None] | None = None,
+                   resume: LoopState | None = None) -> TrainingHistory:
     """Minimise ``batch_loss(rows)`` over ``parameters`` by ``config``.
 
     ``rows`` is a LongTensor of row indices, or :data:`ALL_ROWS` (``slice(None)``) when
     training full batch. ``validation()``, if given, is evaluated without gradients after
     every epoch (after the schedule's step); a non-finite value stops training at once.
+    ``on_epoch_end(state)`` runs after every epoch (after the validation). ``resume``: start
+    after ``resume.epochs_done`` epochs with that optimizer and schedule state; the caller has
+    restored the parameters and the generator, so the run continues exactly as it would have
+    without the interruption (not with ``validation``, whose best epoch is not saved).
     """
     if config.batch_size is not None and generator is None:
         raise ValueError("minibatch training needs an explicit torch.Generator")
-    optimizer = OPTIMIZERS[config.optimizer](parameters, lr=config.lr,
-                                             weight_decay=config.weight_decay)
+    if resume is not None and validation is not None:
+        raise ValueError("resuming does not restore early-stopping state; pass no validation")
+    optimizer = _optimizer(parameters, config)
     scheduler = None if config.schedule == "none" else _scheduler(optimizer, config)
+    start = 0
+    if resume is not None:
+        optimizer.load_state_dict(resume.optimizer)
+        if scheduler is not None:
+            scheduler.load_state_dict(resume.scheduler)
+        start = resume.epochs_done
     best_state = [p.detach().clone() for p in parameters]
-    best_value, best_epoch, value, epoch = math.inf, -1, math.nan, -1
-    for epoch in progress(range(config.max_epochs), desc=desc, unit="epoch"):
+    best_value, best_epoch, value, epoch = math.inf, -1, math.nan, start - 1
+    for epoch in progress(range(start, config.max_epochs), desc=desc, unit="epoch"):
         batches = ([ALL_ROWS] if config.batch_size is None
                    else torch.randperm(n_rows, generator=generator).split(config.batch_size))
         for rows in batches:
@@ -87,16 +121,21 @@ def fit_parameters(parameters: Sequence[Tensor], batch_loss: Callable[[Tensor | 
             optimizer.step()
         if scheduler is not None:
             scheduler.step()
-        if validation is None:
-            continue
-        with torch.no_grad():
-            value = float(validation())
-        if not math.isfinite(value):
-            break
-        if value < best_value:
-            best_value, best_epoch = value, epoch
-            best_state = [p.detach().clone() for p in parameters]
-        elif config.patience is not None and epoch - best_epoch >= config.patience:
+        stop = False
+        if validation is not None:
+            with torch.no_grad():
+                value = float(validation())
+            if not math.isfinite(value):
+                stop = True
+            elif value < best_value:
+                best_value, best_epoch = value, epoch
+                best_state = [p.detach().clone() for p in parameters]
+            elif config.patience is not None and epoch - best_epoch >= config.patience:
+                stop = True
+        if on_epoch_end is not None:
+            on_epoch_end(LoopState(epoch + 1, optimizer.state_dict(),
+                                   None if scheduler is None else scheduler.state_dict()))
+        if stop:
             break
     if validation is not None and config.restore_best:
         with torch.no_grad():
@@ -105,8 +144,16 @@ def fit_parameters(parameters: Sequence[Tensor], batch_loss: Callable[[Tensor | 
     return TrainingHistory(epoch + 1, best_epoch, best_value, value)
 
 
+def _optimizer(parameters: Sequence[Tensor], config: TrainingConfig) -> torch.optim.Optimizer:
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(parameters, lr=config.lr, momentum=config.momentum,
+                               nesterov=config.nesterov, weight_decay=config.weight_decay)
+    optimizer_class = torch.optim.Adam if config.optimizer == "adam" else torch.optim.AdamW
+    return optimizer_class(parameters, lr=config.lr, weight_decay=config.weight_decay)
+
+
 def _scheduler(optimizer: torch.optim.Optimizer, config: TrainingConfig):
     schedulers = torch.optim.lr_scheduler
     if config.schedule == "step":
         return schedulers.StepLR(optimizer, config.step_every, config.step_factor)
-    return schedulers.CosineAnnealingLR(optimizer, config.max_epochs)
+    return schedulers.CosineAnnealingLR(optimizer, config.max_epochs, eta_min=config.min_lr)

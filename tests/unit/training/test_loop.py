@@ -9,7 +9,7 @@ import torch
 
 from bench.harness.errors import ConfigError
 from bench.harness.rng import make_generator
-from bench.training.loop import ALL_ROWS, TrainingConfig, fit_parameters
+from bench.training.loop import ALL_ROWS, LoopState, TrainingConfig, fit_parameters
 
 ADAM_EPS = 1e-8
 
@@ -137,7 +137,61 @@ def test_minibatches_need_an_explicit_generator_and_names_are_checked():
     with pytest.raises(ValueError, match="explicit torch.Generator"):
         fit_parameters([theta], lambda rows: theta.sum(), n_rows=4,
                        config=TrainingConfig(lr=0.1, max_epochs=1, batch_size=2))
-    with pytest.raises(ConfigError, match="training.optimizer='sgd'"):
-        TrainingConfig(lr=0.1, max_epochs=1, optimizer="sgd")
+    with pytest.raises(ConfigError, match="training.optimizer='rmsprop'"):
+        TrainingConfig(lr=0.1, max_epochs=1, optimizer="rmsprop")
     with pytest.raises(ConfigError, match="training.schedule='linear'"):
         TrainingConfig(lr=0.1, max_epochs=1, schedule="linear")
+
+
+@pytest.mark.parametrize(("nesterov", "expected"), [
+    # unit gradient, lr 0.1, momentum 0.9: buffers 1, 1.9, 2.71
+    (False, -0.1 * (1 + 1.9 + 2.71)),
+    # Nesterov steps along g + 0.9 * buffer: 1.9, 2.71, 3.439
+    (True, -0.1 * (1.9 + 2.71 + 3.439)),
+])
+def test_sgd_uses_heavy_ball_or_nesterov_momentum(nesterov, expected):
+    theta = torch.zeros(1, dtype=torch.float64, requires_grad=True)
+    config = TrainingConfig(lr=0.1, max_epochs=3, optimizer="sgd", momentum=0.9,
+                            nesterov=nesterov)
+    fit_parameters([theta], lambda rows: theta.sum(), n_rows=1, config=config)
+    assert float(theta.detach()) == pytest.approx(expected, rel=1e-12)
+
+
+def test_cosine_schedule_anneals_to_min_lr():
+    theta = torch.zeros(1, dtype=torch.float64, requires_grad=True)
+    config = TrainingConfig(lr=1.0, max_epochs=4, optimizer="sgd", schedule="cosine",
+                            min_lr=0.2)
+    fit_parameters([theta], lambda rows: theta.sum(), n_rows=1, config=config)
+    # lr_t = 0.2 + 0.8 (1 + cos(pi t / 4)) / 2 for t = 0..3 sums to 0.8 + 0.8 * 2.5
+    assert float(theta.detach()) == pytest.approx(-(0.8 + 0.8 * 2.5), rel=1e-12)
+
+
+def test_resuming_after_an_epoch_callback_equals_the_uninterrupted_run():
+    config = TrainingConfig(lr=0.05, max_epochs=5, batch_size=6, schedule="cosine")
+    x, y, straight = linear_problem()
+    seen = []
+    fit_parameters([straight], squared_error(x, y, straight), n_rows=20, config=config,
+                   generator=make_generator(2), on_epoch_end=lambda s: seen.append(s.epochs_done))
+    assert seen == [1, 2, 3, 4, 5]
+
+    saved = {}
+
+    def stop_after_two(state: LoopState) -> None:
+        saved.update(state=state, theta=resumed.detach().clone(), rng=generator.get_state())
+        if state.epochs_done == 2:
+            raise KeyboardInterrupt
+
+    x, y, resumed = linear_problem()
+    generator = make_generator(2)
+    with pytest.raises(KeyboardInterrupt):
+        fit_parameters([resumed], squared_error(x, y, resumed), n_rows=20, config=config,
+                       generator=generator, on_epoch_end=stop_after_two)
+    assert not torch.equal(resumed.detach(), straight.detach())
+    with torch.no_grad():
+        resumed.copy_(saved["theta"])
+    generator = make_generator(99)
+    generator.set_state(saved["rng"])
+    history = fit_parameters([resumed], squared_error(x, y, resumed), n_rows=20, config=config,
+                             generator=generator, resume=saved["state"])
+    assert history.epochs == 5
+    assert torch.equal(resumed.detach(), straight.detach())

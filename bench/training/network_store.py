@@ -1,0 +1,324 @@
+"""Trained MAP networks, trained once per (recipe, seed) and reused by every experiment.
+
+A :class:`TrainingRecipe` names the network, the training data (dataset, preprocessing, image
+shape, number of training examples) and the training stages; :func:`recipe_hash` is the
+SHA-256 of its canonical JSON. :func:`trained_network` looks in
+
+    ``<results_dir>/networks/<model>/<dataset>/<recipe_hash>/seed-<seed>/``
+
+(``weights.pt``, ``recipe.json``, ``history.json``) and loads the network when it is there.
+Otherwise it trains it in ``seed-<seed>.partial/``, checkpointing after every epoch
+(``checkpoint.pt``: network, optimizer, schedule, generator states, stage and epoch) and
+resuming from that checkpoint after an interruption, then renames the finished folder to its
+final name in one step. Concurrency: one process trains a given (recipe, seed) at a time, under
+an exclusive ``fcntl.flock`` on ``seed-<seed>.lock``; others wait on the lock and then load what
+it saved. Readers never see half a network, because the final folder appears by ``os.rename``.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from bench.harness.errors import ConfigError, require_choice
+from bench.harness.overrides import default_results_dir
+from bench.harness.rng import derived_seed, make_generator
+from bench.models.classifiers import CLASSIFIERS, build_classifier
+from bench.training.classifier import ClassifierCheckpoint, TrainingStage, train_classifier
+
+logger = logging.getLogger("bench.training")
+
+WEIGHTS_NAME = "weights.pt"
+RECIPE_NAME = "recipe.json"
+HISTORY_NAME = "history.json"
+CHECKPOINT_NAME = "checkpoint.pt"
+HASH_DIGITS = 12
+
+
+@dataclass(frozen=True)
+class DatasetIdentity:
+    """The training data a network saw: dataset ``name``, ``preprocessing`` (e.g.
+    ``"pixels/255"``), ``image_shape`` ``(C, H, W)`` and ``train_size``, the number of
+    training examples (the caller passes exactly those)."""
+
+    name: str
+    preprocessing: str
+    image_shape: tuple[int, int, int]
+    train_size: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "image_shape", tuple(self.image_shape))
+
+
+@dataclass(frozen=True)
+class TrainingRecipe:
+    """Everything that decides a trained network except the seed: the network ``model`` (a
+    name of :data:`bench.models.classifiers.CLASSIFIERS`) with ``num_classes`` outputs and its
+    ``model_options`` (pairs, e.g. ``(("dropout", 0.3),)``), the ``dataset`` and the training
+    ``stages`` run in order."""
+
+    model: str
+    dataset: DatasetIdentity
+    stages: tuple[TrainingStage, ...]
+    num_classes: int = 10
+    model_options: tuple[tuple[str, Any], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stages", tuple(self.stages))
+        options = self.model_options
+        pairs = options.items() if isinstance(options, dict) else options
+        object.__setattr__(self, "model_options", tuple(sorted((str(k), v) for k, v in pairs)))
+        self.check()
+
+    def check(self) -> None:
+        """Raise a one-line ConfigError naming ``recipe.<key>`` for the first bad value."""
+        require_choice("recipe.model", self.model, CLASSIFIERS)
+        allowed = CLASSIFIERS[self.model].options
+        for key, value in self.model_options:
+            if key not in allowed:
+                raise ConfigError(f"recipe.model_options.{key}={value!r} is not an option of "
+                                  f"{self.model}; its options: {', '.join(allowed) or 'none'}")
+        for key in ("name", "preprocessing"):
+            value = getattr(self.dataset, key)
+            if not isinstance(value, str) or not value or (key == "name" and "/" in value):
+                raise ConfigError(f"recipe.dataset.{key}={value!r} is not valid; it must be a "
+                                  "non-empty string (a name without '/')")
+        shape = self.dataset.image_shape
+        if len(shape) != 3 or not all(_positive_int(n) for n in shape):
+            raise ConfigError(f"recipe.dataset.image_shape={list(shape)!r} is not valid; it "
+                              "must be three positive integers (C, H, W)")
+        if not _positive_int(self.dataset.train_size):
+            raise ConfigError(f"recipe.dataset.train_size={self.dataset.train_size!r} is not "
+                              "valid; it must be a positive integer")
+        if not _positive_int(self.num_classes) or self.num_classes < 2:
+            raise ConfigError(f"recipe.num_classes={self.num_classes!r} is not valid; it must "
+                              "be an integer >= 2")
+        if not self.stages:
+            raise ConfigError("recipe.stages is empty; a recipe needs at least one stage")
+        for i, stage in enumerate(self.stages):
+            if not isinstance(stage, TrainingStage):
+                raise ConfigError(f"recipe.stages[{i}] is not a TrainingStage")
+            stage.check(f"recipe.stages[{i}]")
+
+    def to_dict(self) -> dict:
+        """The recipe as plain JSON values."""
+        return {"model": self.model, "num_classes": self.num_classes,
+                "model_options": {k: v for k, v in self.model_options},
+                "dataset": {"name": self.dataset.name,
+                            "preprocessing": self.dataset.preprocessing,
+                            "image_shape": list(self.dataset.image_shape),
+                            "train_size": self.dataset.train_size},
+                "stages": [stage.to_dict() for stage in self.stages]}
+
+    @classmethod
+    def from_dict(cls, values: dict) -> TrainingRecipe:
+        """The recipe of a dict such as :meth:`to_dict` writes (e.g. a config section)."""
+        known = {f.name for f in fields(cls)}
+        for key in values:
+            if key not in known:
+                raise ConfigError(f"recipe.{key} is not a recipe field; fields: "
+                                  f"{', '.join(sorted(known))}")
+        dataset = dict(values.get("dataset") or {})
+        dataset_keys = {f.name for f in fields(DatasetIdentity)}
+        for key in dataset_keys | set(dataset):
+            if key not in dataset_keys:
+                raise ConfigError(f"recipe.dataset.{key} is not a dataset field; fields: "
+                                  f"{', '.join(sorted(dataset_keys))}")
+            if key not in dataset:
+                raise ConfigError(f"recipe.dataset.{key} is missing")
+        stages = tuple(TrainingStage.from_dict(dict(stage), f"recipe.stages[{i}]")
+                       for i, stage in enumerate(values.get("stages") or ()))
+        return cls(model=values.get("model"), dataset=DatasetIdentity(**dataset), stages=stages,
+                   num_classes=values.get("num_classes", 10),
+                   model_options=dict(values.get("model_options") or {}))
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def canonical_json(recipe: TrainingRecipe) -> str:
+    """The recipe's JSON with sorted keys and no spaces: equal recipes give equal text."""
+    return json.dumps(recipe.to_dict(), sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def recipe_hash(recipe: TrainingRecipe) -> str:
+    """First 12 hex digits of the SHA-256 of the recipe's canonical JSON."""
+    return hashlib.sha256(canonical_json(recipe).encode()).hexdigest()[:HASH_DIGITS]
+
+
+def network_dir(results_dir: Path | str, recipe: TrainingRecipe, seed: int) -> Path:
+    """The folder that holds the network trained by ``recipe`` from ``seed``."""
+    return (Path(results_dir) / "networks" / recipe.model / recipe.dataset.name
+            / recipe_hash(recipe) / f"seed-{seed}")
+
+
+@dataclass(frozen=True)
+class StoredNetwork:
+    """A trained network (in eval mode, on the requested device), its recipe hash, its folder,
+    its per-epoch history and whether it was loaded (``reused``) rather than trained now."""
+
+    module: nn.Module
+    recipe_hash: str
+    path: Path
+    history: list[dict]
+    reused: bool
+
+
+def lenet5_mnist_recipe(train_size: int = 60_000) -> TrainingRecipe:
+    """The Generalized Laplace notes' LeNet-5 recipe: Adam 1e-3, batch 128, 10 epochs, then 5
+    epochs of fine-tuning with mean CE + (0.01 / 2) ||theta||^2 (a fresh Adam at 1e-3)."""
+    return TrainingRecipe(
+        model="lenet5",
+        dataset=DatasetIdentity("mnist", "pixels/255", (1, 28, 28), train_size),
+        stages=(TrainingStage(epochs=10, lr=1e-3, batch_size=128),
+                TrainingStage(epochs=5, lr=1e-3, batch_size=128, weight_decay=0.01,
+                              weight_decay_mode="objective")))
+
+
+def trained_network(recipe: TrainingRecipe, seed: int, train_images: Tensor,
+                    train_labels: Tensor, results_dir: Path | str | None = None,
+                    device: str | torch.device | None = None, *,
+                    on_epoch_end: Callable[[ClassifierCheckpoint], None] | None = None,
+                    ) -> StoredNetwork:
+    """The network of ``recipe`` trained from ``seed`` on ``train_images [N, C, H, W]`` and
+    ``train_labels [N]``: loaded from the store when it is there, else trained (resuming from
+    a checkpoint if an earlier run was interrupted) and saved.
+
+    ``device`` (default CPU) is where the network trains and is returned. ``on_epoch_end``
+    runs after each epoch's checkpoint is saved. The seed derives three independent streams:
+    the initial weights, the minibatch order, the dropout RNG.
+    """
+    final = network_dir(default_results_dir() if results_dir is None else results_dir,
+                        recipe, seed)
+    device = torch.device("cpu" if device is None else device)
+    _check_data(recipe, train_images, train_labels)
+    if (final / WEIGHTS_NAME).exists():
+        return load_network(final, recipe, seed, device)
+    with _exclusive_lock(final.with_name(f"{final.name}.lock")):
+        if (final / WEIGHTS_NAME).exists():
+            return load_network(final, recipe, seed, device)
+        return _train_and_store(recipe, seed, train_images, train_labels, final, device,
+                                on_epoch_end)
+
+
+def load_network(path: Path, recipe: TrainingRecipe, seed: int,
+                 device: str | torch.device | None = None) -> StoredNetwork:
+    """The stored network in ``path`` (a finished ``seed-<seed>`` folder), on ``device``."""
+    module = _fresh_network(recipe, seed)
+    state = torch.load(path / WEIGHTS_NAME, map_location="cpu", weights_only=True)
+    module.load_state_dict(state)
+    history = json.loads((path / HISTORY_NAME).read_text(encoding="utf-8"))["epochs"]
+    module = module.to(device) if device is not None else module
+    return StoredNetwork(module.eval(), recipe_hash(recipe), Path(path), history, reused=True)
+
+
+def _fresh_network(recipe: TrainingRecipe, seed: int) -> nn.Module:
+    init = make_generator(derived_seed(seed, spawn_key=(0,)))
+    return build_classifier(recipe.model, init, num_classes=recipe.num_classes,
+                            in_channels=recipe.dataset.image_shape[0],
+                            **dict(recipe.model_options))
+
+
+def _check_data(recipe: TrainingRecipe, images: Tensor, labels: Tensor) -> None:
+    shape = tuple(recipe.dataset.image_shape)
+    if images.ndim != 4 or tuple(images.shape[1:]) != shape:
+        raise ConfigError(f"recipe.dataset.image_shape={list(shape)} does not match the "
+                          f"training images of shape {list(images.shape)}")
+    if len(images) != recipe.dataset.train_size or len(labels) != len(images):
+        raise ConfigError(f"recipe.dataset.train_size={recipe.dataset.train_size} does not "
+                          f"match {len(images)} training images and {len(labels)} labels")
+    if labels.dtype != torch.long or int(labels.min()) < 0 or \
+            int(labels.max()) >= recipe.num_classes:
+        raise ConfigError(f"recipe.num_classes={recipe.num_classes} needs int64 labels in "
+                          f"[0, {recipe.num_classes}), got {labels.dtype} labels in "
+                          f"[{int(labels.min())}, {int(labels.max())}]")
+
+
+def _train_and_store(recipe: TrainingRecipe, seed: int, images: Tensor, labels: Tensor,
+                     final: Path, device: torch.device,
+                     on_epoch_end: Callable[[ClassifierCheckpoint], None] | None
+                     ) -> StoredNetwork:
+    partial = final.with_name(f"{final.name}.partial")
+    partial.mkdir(parents=True, exist_ok=True)
+    checkpoint_path = partial / CHECKPOINT_NAME
+    resume = None
+    if checkpoint_path.exists():
+        saved = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
+        resume = ClassifierCheckpoint.from_dict(saved)
+        logger.info("resuming %s from stage %d epoch %d", partial, resume.stage + 1,
+                    resume.loop.epochs_done)
+
+    def save_checkpoint(checkpoint: ClassifierCheckpoint) -> None:
+        _save_atomically(checkpoint_path, lambda f: torch.save(checkpoint.to_dict(), f))
+        if on_epoch_end is not None:
+            on_epoch_end(checkpoint)
+
+    module = _fresh_network(recipe, seed).to(device)
+    batches = make_generator(derived_seed(seed, spawn_key=(1,)))
+    started = time.perf_counter()
+    history = train_classifier(
+        module, images, labels, recipe.stages, generator=batches,
+        dropout_seed=derived_seed(seed, spawn_key=(2,)), on_epoch_end=save_checkpoint,
+        resume=resume, desc=f"{recipe.model}/{recipe.dataset.name} seed {seed}")
+    seconds = time.perf_counter() - started
+    state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
+    _save_atomically(partial / WEIGHTS_NAME, lambda f: torch.save(state, f))
+    _write_json(partial / RECIPE_NAME, recipe.to_dict())
+    _write_json(partial / HISTORY_NAME, {
+        "recipe_hash": recipe_hash(recipe), "seed": seed, "device": str(device),
+        "torch": torch.__version__, "seconds_this_run": seconds,
+        "seconds_all_epochs": sum(epoch["seconds"] for epoch in history), "epochs": history})
+    checkpoint_path.unlink(missing_ok=True)
+    os.rename(partial, final)
+    return StoredNetwork(module.eval(), recipe_hash(recipe), final, history, reused=False)
+
+
+def _write_json(path: Path, values: dict) -> None:
+    text = json.dumps(values, indent=1, sort_keys=True)
+    _save_atomically(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def _save_atomically(path: Path, write: Callable[[Any], None]) -> None:
+    """``write(file)`` into a temporary file beside ``path``, flushed, then ``os.replace``."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def _exclusive_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created if absent), waiting for it if another
+    process holds it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            logger.info("waiting for another process training %s", path.with_suffix(""))
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
