@@ -9,7 +9,8 @@ predictive ``mean_s softmax(f(x; theta_s))`` on the in-distribution test set and
 
 One job = (structure, seed). Cells: row = structure (Diag, KFAC, EKFAC), columns
 ``<set>/<metric>@T=<T>`` for ``<set>`` the in-distribution set (``accuracy``, ``entropy``,
-``nll``, ``ece``) and every OOD set (``entropy``, ``auroc``). Arrays ``temperatures`` and
+``nll``, ``ece``) and every OOD set (``entropy``, ``auroc``); K-FAC jobs add the paper's text
+cell ``<network>/<data> KFAC (last layer)``, ``hessian_frobenius_norm``. Arrays ``temperatures`` and
 ``<row>/<set>/<metric>`` hold the curves for the figures. Metrics: the MAP network's own test
 accuracy, the last-layer curvature norms (the KFAC-norm hypothesis: the correctly scaled norm
 and the "paper-like" accumulation of reproduction notes section 7.6).
@@ -39,6 +40,9 @@ from bench.predictive.categorical import Categorical
 from bench.training.network_store import TrainingRecipe, trained_network
 
 STRUCTURE_ROWS = {"diag": "Diag", "kfac": "KFAC", "ekfac": "EKFAC", "bdiag": "B-Diag"}
+# How the paper names networks and data sets in its text (the KFAC-norm cell's row).
+PAPER_NAMES = {"lenet5": "LeNet-5", "resnet18": "ResNet-18", "mnist": "MNIST",
+               "cifar10": "CIFAR-10"}
 IN_DISTRIBUTION_METRICS = ("accuracy", "entropy", "nll", "ece")
 OOD_METRICS = ("entropy", "auroc")
 
@@ -95,6 +99,9 @@ def run(cfg: DictConfig) -> TaskResult:
     row = STRUCTURE_ROWS[method.structure]
     result.metrics["last_layer_frobenius_norm"] = float(diagnostics["last_layer_frobenius_norm"])
     if isinstance(method.curvature, Kronecker):
+        model, images = (PAPER_NAMES.get(n, n) for n in (recipe.model, data.images))
+        result.add(f"{model}/{images} KFAC (last layer)", "hessian_frobenius_norm",
+                   result.metrics["last_layer_frobenius_norm"])
         paper_like = cfg.kfac_hypothesis
         result.metrics["paper_like_last_layer_frobenius_norm"] = paper_like_frobenius_norm(
             method.curvature, len(splits.x_train), int(paper_like.batch_size),

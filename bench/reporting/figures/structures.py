@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+from bench.reporting.claims import summarise_cells  # noqa: E402
 
 TOY_PANELS = ("Diag", "KFAC", "EKFAC", "B-Diag")
 
@@ -43,3 +47,60 @@ def toy_predictives(records: list[dict[str, Any]], spec=None, *, activation: str
                  "mean +- 1, 2, 3 sd (function space)", fontsize=9)
     fig.tight_layout()
     return fig
+
+
+STRUCTURE_COLORS = {"Diag": "tab:blue", "KFAC": "tab:orange", "EKFAC": "tab:green",
+                    "B-Diag": "tab:red"}
+_T_COLUMN = re.compile(r"^(?P<set>[^/]+)/(?P<metric>[a-z_]+)@T=(?P<t>[0-9.e+-]+)$")
+
+
+def temperature_curve(summaries: dict, row: str, data_set: str, metric: str
+                      ) -> list[tuple[float, Any]]:
+    """``[(T, summary)]`` of one structure's metric on one set, sorted by T, from
+    ``{(row, column): summary}`` with columns ``<set>/<metric>@T=<T>``."""
+    curve = []
+    for (name, column), summary in summaries.items():
+        match = _T_COLUMN.match(column)
+        if (name == row and match and match["set"] == data_set
+                and match["metric"] == metric):
+            curve.append((float(match["t"]), summary))
+    return sorted(curve, key=lambda item: item[0])
+
+
+def _temperature_panel(ax, summaries: dict, data_set: str, metric: str) -> None:
+    for row, color in STRUCTURE_COLORS.items():
+        curve = temperature_curve(summaries, row, data_set, metric)
+        if not curve:
+            continue
+        ts = [t for t, _ in curve]
+        means = [s.mean for _, s in curve]
+        low = [s.low if math.isfinite(s.low) else s.mean for _, s in curve]
+        high = [s.high if math.isfinite(s.high) else s.mean for _, s in curve]
+        ax.plot(ts, means, marker="o", markersize=2, color=color, label=row, linewidth=1)
+        ax.fill_between(ts, low, high, color=color, alpha=0.2, linewidth=0)
+    ax.set_xscale("log")
+    ax.set_xlabel("T", fontsize=8)
+    ax.set_title(f"{data_set}: {metric}", fontsize=9)
+    ax.tick_params(labelsize=7)
+
+
+def temperature_curves(panels: tuple[tuple[str, str], ...]):
+    """A figure function drawing, per ``(set, metric)`` panel, each structure's mean over
+    seeds against T (log axis) with its 95% band."""
+
+    def draw(records: list[dict[str, Any]], spec=None):
+        summaries = summarise_cells(records)
+        if not summaries:
+            raise LookupError("no ok cells")
+        fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.0),
+                                 squeeze=False)
+        for ax, (data_set, metric) in zip(axes[0], panels, strict=True):
+            _temperature_panel(ax, summaries, data_set, metric)
+        axes[0][0].legend(fontsize=7)
+        seeds = sorted({r["seed"] for r in records})
+        fig.suptitle(f"Tempered Laplace, NN-sampling predictive: mean over seeds "
+                     f"{', '.join(map(str, seeds))} with 95% band", fontsize=9)
+        fig.tight_layout()
+        return fig
+
+    return draw
