@@ -176,7 +176,8 @@ def test_a_sweep_temperature_must_be_positive(data):
         method.predict_tempered(data.train_inputs, [1.0, -1])
 
 
-def test_vmapped_draws_match_one_network_per_draw():
+@pytest.mark.parametrize("vectorise", [True, False])
+def test_batched_draws_match_one_network_per_draw(vectorise):
     net = tiny_conv_net()
     x = torch.randn(5, 1, 5, 5, dtype=torch.float64)
     thetas = torch.randn(4, 83, dtype=torch.float64)
@@ -184,5 +185,5 @@ def test_vmapped_draws_match_one_network_per_draw():
     for theta in thetas:
         torch.nn.utils.vector_to_parameters(theta, net.parameters())
         expected.append(torch.softmax(net(x), -1).detach())
-    torch.testing.assert_close(sampled_probabilities(net, thetas, x, batch_size=2),
+    torch.testing.assert_close(sampled_probabilities(net, thetas, x, 2, vectorise),
                                torch.stack(expected).mean(0))
