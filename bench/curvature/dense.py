@@ -32,8 +32,8 @@ class Dense(Curvature):
 
     def to_dense(self) -> Tensor:
         """The q x q matrix."""
-        return self.scale * self.matrix + self.shift * torch.eye(self.n_params,
-                                                                 dtype=self.matrix.dtype)
+        return self.scale * self.matrix + self.shift * torch.eye(
+            self.n_params, dtype=self.matrix.dtype, device=self.matrix.device)
 
     def diagonal(self) -> Tensor:
         """The diagonal ``[q]``."""
@@ -103,7 +103,7 @@ class BlockDiagonal(Curvature):
 
     @cached_property
     def _outside(self) -> Tensor:
-        covered = torch.zeros(self.dimension, dtype=torch.bool)
+        covered = torch.zeros(self.dimension, dtype=torch.bool, device=self.blocks[0].device)
         for i in self.index:
             covered[i] = True
         return (~covered).nonzero()[:, 0]
@@ -113,7 +113,8 @@ class BlockDiagonal(Curvature):
         m = self.blocks[0].new_zeros(self.dimension, self.dimension)
         for i, block in zip(self.index, self.blocks, strict=True):
             m[i.unsqueeze(1), i.unsqueeze(0)] = block
-        return self.scale * m + self.shift * torch.eye(self.dimension, dtype=m.dtype)
+        return self.scale * m + self.shift * torch.eye(self.dimension, dtype=m.dtype,
+                                                        device=m.device)
 
     def diagonal(self) -> Tensor:
         """The diagonal ``[q]``."""
@@ -134,7 +135,7 @@ class BlockDiagonal(Curvature):
 
     def logdet(self) -> Tensor:
         """Sum of the blocks' log-determinants and ``log(shift)`` outside them."""
-        total = torch.zeros((), dtype=self.blocks[0].dtype)
+        total = self.blocks[0].new_zeros(())
         for part in self._parts:
             total = total + part.logdet()
         if len(self._outside):

@@ -45,12 +45,13 @@ class Kronecker(Curvature):
     def to_dense(self) -> Tensor:
         """The q x q matrix."""
         m = torch.block_diag(*[_kfac_block_dense(a, g) for a, g in self.factors])
-        return self.scale * m + self.shift * torch.eye(m.shape[0], dtype=m.dtype)
+        eye = torch.eye(m.shape[0], dtype=m.dtype, device=m.device)
+        return self.scale * m + self.shift * eye
 
     def diagonal(self) -> Tensor:
         """The diagonal ``[q]``: ``G_oo A_ii`` per entry ``(o, i)`` of ``V``."""
         return torch.cat([
-            _layer_vector(self.scale * torch.outer(g.diagonal(), a.diagonal()) + self.shift)
+            layer_vector(self.scale * torch.outer(g.diagonal(), a.diagonal()) + self.shift)
             for a, g in self.factors])
 
     def diagonal_blocks(self) -> list[Tensor]:
@@ -58,7 +59,8 @@ class Kronecker(Curvature):
         blocks = []
         for a, g in self.factors:
             block = self.scale * _kfac_block_dense(a, g)
-            blocks.append(block + self.shift * torch.eye(block.shape[0], dtype=block.dtype))
+            blocks.append(block + self.shift * torch.eye(block.shape[0], dtype=block.dtype,
+                                                         device=block.device))
         return blocks
 
     def _spectrum(self, eig_a: Tensor, eig_g: Tensor) -> Tensor:
@@ -67,7 +69,7 @@ class Kronecker(Curvature):
 
     def logdet(self) -> Tensor:
         """Sum of the log eigenvalues ``scale * lambda_G lambda_A + shift``."""
-        total = torch.zeros((), dtype=self.factors[0][0].dtype)
+        total = self.factors[0][0].new_zeros(())
         for a, g in self.factors:
             spectrum = self._spectrum(torch.linalg.eigvalsh(a), torch.linalg.eigvalsh(g))
             total = total + torch.log(spectrum).sum()
@@ -82,8 +84,8 @@ class Kronecker(Curvature):
         out = []
         for (start, fan_in, fan_out), (eig_a, eig_g) in zip(self._layers(), self._eigen,
                                                              strict=True):
-            block = _layer_matrix(v[..., start:start + fan_out * (fan_in + 1)], fan_in, fan_out)
-            out.append(_layer_vector(transform(block, eig_a, eig_g)))
+            block = layer_matrix(v[..., start:start + fan_out * (fan_in + 1)], fan_in, fan_out)
+            out.append(layer_vector(transform(block, eig_a, eig_g)))
         return torch.cat(out, dim=-1)
 
     def solve(self, b: Tensor) -> Tensor:
@@ -108,20 +110,21 @@ class Kronecker(Curvature):
         for (start, fan_in, fan_out), (a, g), (a_x, g_x) in zip(
                 self._layers(), self.factors, other.factors, strict=True):
             size = fan_out * (fan_in + 1)
-            index.append(start + _layer_matrix(torch.arange(size), fan_in, fan_out).flatten())
+            index.append(start + layer_matrix(torch.arange(size, device=a.device), fan_in,
+                                              fan_out).flatten())
             blocks.append(torch.kron(g * self.scale, a) + torch.kron(g_x * other.scale, a_x))
         return BlockDiagonal(tuple(index), tuple(blocks), self.n_params,
                              shift=self.shift + other.shift)
 
 
-def _layer_matrix(v: Tensor, fan_in: int, fan_out: int) -> Tensor:
+def layer_matrix(v: Tensor, fan_in: int, fan_out: int) -> Tensor:
     """Layer parameters (weight row-major, then bias) as ``[..., fan_out, fan_in + 1]``."""
     weight = v[..., : fan_in * fan_out].reshape(*v.shape[:-1], fan_out, fan_in)
     return torch.cat([weight, v[..., fan_in * fan_out:].unsqueeze(-1)], dim=-1)
 
 
-def _layer_vector(m: Tensor) -> Tensor:
-    """Inverse of :func:`_layer_matrix`."""
+def layer_vector(m: Tensor) -> Tensor:
+    """Inverse of :func:`layer_matrix`."""
     return torch.cat([m[..., :-1].flatten(-2), m[..., -1]], dim=-1)
 
 
@@ -129,6 +132,6 @@ def _kfac_block_dense(a: Tensor, g: Tensor) -> Tensor:
     """The K-FAC block ``G kron A`` permuted into the parameter order."""
     fan_out, fan_in = g.shape[0], a.shape[0] - 1
     full = torch.kron(g, a)
-    index = torch.arange(fan_out * (fan_in + 1)).reshape(fan_out, fan_in + 1)
-    order = _layer_vector(index)
+    index = torch.arange(fan_out * (fan_in + 1), device=a.device).reshape(fan_out, fan_in + 1)
+    order = layer_vector(index)
     return full[order][:, order]
