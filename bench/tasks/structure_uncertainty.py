@@ -25,21 +25,15 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from torch import Tensor
 
-from bench.curvature.base import Curvature
-from bench.curvature.dense import BlockDiagonal
-from bench.curvature.diagonal import Diagonal
-from bench.curvature.flat import FlatBackend
-from bench.curvature.kronecker import Kronecker
 from bench.datasets.cubic import CubicToyData
-from bench.harness.errors import require_choice, require_positive
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
+from bench.methods.base import instantiate_method, method_variants
+from bench.methods.laplace.tempered import TemperedLaplace
 from bench.models.mlp import MLPShape, init_parameters
+from bench.tasks.tempered_classification import TrainingSet
 from bench.training.loop import TrainingConfig, fit_parameters
-from bench.training.refit import batched_outputs
-
-STRUCTURE_ROWS = {"diag": "Diag", "kfac": "KFAC", "ekfac": "EKFAC", "bdiag": "B-Diag"}
 
 
 def train_toy_network(shape: MLPShape, x: Tensor, y: Tensor, *, noise_variance: float,
@@ -58,52 +52,34 @@ def train_toy_network(shape: MLPShape, x: Tensor, y: Tensor, *, noise_variance: 
     return theta.detach()
 
 
-def toy_curvature(structure: str, shape: MLPShape, theta: Tensor, x: Tensor) -> Curvature:
-    """Unit-noise GGN ``sum_i J_i J_i^T`` of the flat MLP in one structure."""
-    require_choice("method.structure", structure, STRUCTURE_ROWS)
-    backend = FlatBackend(shape, theta)
-    if structure == "diag":
-        return Diagonal.from_backend(backend, x, None)
-    if structure == "kfac":
-        return Kronecker.from_backend(backend, x, None)
-    if structure == "ekfac":
-        from bench.curvature.eigen_kronecker import EigenKronecker
-        return EigenKronecker.from_backend(backend, x, None)
-    dense = backend.ggn_matrix(x, None)
-    index = [torch.arange(s.start, s.stop) for s in shape.layer_slices()]
-    return BlockDiagonal.of(dense, index)
+def gaussian_nll(samples: Tensor, y: Tensor, noise_variance: float) -> float:
+    """Mean NLL of ``y`` under N(sample mean, sample variance + sigma^2) per point."""
+    variance = samples.var(0) + noise_variance
+    return float((0.5 * torch.log(2 * math.pi * variance)
+                  + (y - samples.mean(0)) ** 2 / (2 * variance)).mean())
 
 
-def predictive_draws(posterior: Curvature, shape: MLPShape, theta: Tensor, x: Tensor,
-                     n_samples: int, generator: torch.Generator) -> Tensor:
-    """Network outputs ``[S, n]`` at ``x`` for ``S`` exact draws from ``N(theta, H^-1)``."""
-    z = torch.randn(n_samples, len(theta), generator=generator, dtype=theta.dtype)
-    return batched_outputs(shape, theta + posterior.inverse_sqrt(z), x)
-
-
-@takes(datasets=(CubicToyData,))
+@takes(datasets=(CubicToyData,), methods=(TemperedLaplace,))
 def run(cfg: DictConfig) -> TaskResult:
     """Train once, then each structure's NN-sampling predictive on the grid."""
     data: CubicToyData = instantiate(cfg.dataset)
-    method = cfg.method
-    temperature = require_positive("method.temperature", float(method.temperature))
-    delta = require_positive("method.prior_precision", float(method.prior_precision))
-    n_samples = require_positive("method.n_samples", int(method.n_samples))
-    structures = [require_choice("method.structures", s, STRUCTURE_ROWS)
-                  for s in method.structures]
     seed = int(cfg.seed)
     toy = data.splits(seed)
     activation = str(cfg.network.activation)
     shape = MLPShape((1, *cfg.network.hidden, 1), activation)
-    generator = torch.Generator().manual_seed(seed)
+    variants = method_variants(cfg.method)
+    methods = {row: instantiate_method(cfg.method, **arguments)
+               for row, arguments in variants.items()}
+    delta = next(iter(methods.values())).prior_precision
     watch = Stopwatch()
     theta = train_toy_network(shape, toy.x_train, toy.y_train,
                               noise_variance=data.noise_variance, prior_precision=delta,
                               lr=float(cfg.network.lr), steps=int(cfg.network.steps),
-                              generator=generator)
+                              generator=torch.Generator().manual_seed(seed))
     result = TaskResult(timings={"train_s": watch.elapsed()})
     fresh = CubicToyData(n_points=1000, x_low=data.x_low, x_high=data.x_high,
-                          noise_variance=data.noise_variance).splits(seed + 1)
+                         noise_variance=data.noise_variance).splits(seed + 1)
+    network = shape.module(theta).to(cfg.device)
     with torch.no_grad():
         f_map = shape.forward_1d(theta, toy.x_test)
         train_mse = float(((shape.forward_1d(theta, toy.x_train) - toy.y_train) ** 2).mean())
@@ -112,23 +88,19 @@ def run(cfg: DictConfig) -> TaskResult:
                           "map": f_map.tolist(), "x_train": toy.x_train[:, 0].tolist(),
                           "y_train": toy.y_train.tolist()})
     inside = (toy.x_test[:, 0] >= data.x_low) & (toy.x_test[:, 0] <= data.x_high)
-    for structure in structures:
-        row = STRUCTURE_ROWS[structure]
+    training = TrainingSet(toy.x_train.to(cfg.device), toy.y_train.unsqueeze(1).to(cfg.device))
+    for row, method in methods.items():
         watch = Stopwatch()
-        ggn = toy_curvature(structure, shape, theta, toy.x_train)
-        posterior = ggn.scaled(temperature / data.noise_variance, delta)
-        draw_generator = torch.Generator().manual_seed(seed + 1)
-        draws = predictive_draws(posterior, shape, theta, toy.x_test, n_samples, draw_generator)
-        test_draws = predictive_draws(posterior, shape, theta, fresh.x_train, n_samples,
-                                      torch.Generator().manual_seed(seed + 1))
-        mean, sd = draws.mean(0), draws.std(0)
-        variance = test_draws.var(0) + data.noise_variance
-        nll = (0.5 * torch.log(2 * math.pi * variance)
-               + (fresh.y_train - test_draws.mean(0)) ** 2 / (2 * variance)).mean()
+        result.fitted[row] = method.fit(training, seed, base=network)
+        draws = method.function_samples(toy.x_test.to(cfg.device), method.temperature)[..., 0]
+        fresh_draws = method.function_samples(fresh.x_train.to(cfg.device),
+                                              method.temperature)[..., 0]
+        mean, sd = draws.mean(0).cpu(), draws.std(0).cpu()
         result.add(row, f"{activation}/mean_sd", float(sd.mean()))
         result.add(row, f"{activation}/mean_sd_train_range", float(sd[inside].mean()))
-        result.add(row, f"{activation}/test_nll", float(nll))
+        result.add(row, f"{activation}/test_nll",
+                   gaussian_nll(fresh_draws.cpu(), fresh.y_train, data.noise_variance))
         result.arrays[f"{row}/mean"] = mean.tolist()
         result.arrays[f"{row}/sd"] = sd.tolist()
-        result.timings[f"{structure}_s"] = watch.elapsed()
+        result.timings[f"{row}_s"] = watch.elapsed()
     return result
