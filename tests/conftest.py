@@ -12,18 +12,24 @@ from tests.helpers import SHARED_DATA
 @pytest.fixture(scope="session", autouse=True)
 def data_root(tmp_path_factory):
     """``BENCH_DATA_DIR`` as given, else the shared data when present, else generated files
-    with the real UCI column layout (``tests.unit.datasets.test_uci``), so every experiment
-    can run."""
+    in the real formats (UCI column layouts, MNIST IDX and KMNIST npz files), so every
+    experiment that has its data here can run."""
     if os.environ.get("BENCH_DATA_DIR"):
         yield os.environ["BENCH_DATA_DIR"]
         return
     if (SHARED_DATA / "uci").is_dir():
         root = SHARED_DATA
     else:
+        import numpy as np
+
+        from tests.unit.datasets.image_fixtures import write_kmnist_npz, write_mnist_like
         from tests.unit.datasets.test_uci import _write_fixtures
 
-        root = tmp_path_factory.mktemp("uci-data")
+        root = tmp_path_factory.mktemp("bench-data")
         _write_fixtures(root)
+        rng = np.random.default_rng(0)
+        write_mnist_like(root / "mnist", rng, sizes=(600, 400))
+        write_kmnist_npz(root / "kmnist", rng, sizes=(64, 400))
     os.environ["BENCH_DATA_DIR"] = str(root)
     yield str(root)
     del os.environ["BENCH_DATA_DIR"]
