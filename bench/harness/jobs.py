@@ -36,6 +36,7 @@ from bench.harness.records import (
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import check_task_inputs
 from bench.harness.timing import Stopwatch
+from bench.methods.base import instantiate_method, method_variants
 
 # Jobs of this process whose record says failed (``python -m bench.run`` exits 1 if any).
 FAILED_JOBS: list[str] = []
@@ -89,6 +90,9 @@ def _run_task(cfg: DictConfig) -> tuple[TaskResult | None, str | None, str | Non
     except ConfigError:
         raise
     except Exception as err:
+        user_error = config_error_in_chain(err)
+        if user_error is not None:
+            raise user_error from None
         return None, f"{type(err).__name__}: {err}", traceback.format_exc()
 
 
@@ -116,6 +120,7 @@ def run_job(cfg: DictConfig, cli_overrides: list[str] | None = None) -> tuple[st
     require_writable(folder)
     check_task_inputs(cfg, hydra.utils.get_method(cfg.task._target_), CONF_DIR)
     check_dataset_node(cfg)
+    check_method_node(cfg)
 
     quiet_libraries(bool(cfg.get("verbose", False)))
     with job_log(folder) as log_path:
@@ -142,6 +147,14 @@ def run_job(cfg: DictConfig, cli_overrides: list[str] | None = None) -> tuple[st
     return record["status"], record
 
 
+def config_error_in_chain(err: BaseException) -> ConfigError | None:
+    """The ConfigError ``err`` is or wraps (Hydra's instantiate wraps it), else None."""
+    cause: BaseException | None = err
+    while cause is not None and not isinstance(cause, ConfigError):
+        cause = cause.__cause__ or cause.__context__
+    return cause
+
+
 def check_dataset_node(cfg: DictConfig) -> None:
     """Build the dataset node once before the task, so its own checks (positive sizes and
     variances, known names) stop a bad value with one line instead of a failed record."""
@@ -151,11 +164,24 @@ def check_dataset_node(cfg: DictConfig) -> None:
     try:
         hydra.utils.instantiate(node)
     except Exception as err:  # noqa: BLE001 - only a ConfigError in the chain is the user's
-        cause = err
-        while cause is not None and not isinstance(cause, ConfigError):
-            cause = cause.__cause__ or cause.__context__
+        cause = config_error_in_chain(err)
         if cause is not None:
             raise cause from None
+
+
+def check_method_node(cfg: DictConfig) -> None:
+    """Build the method node (each of its variants) once before the task, so the class's own
+    checks (known structures, positive temperatures) stop a bad value with one line."""
+    node = cfg.get("method")
+    if node is None or "_target_" not in node:
+        return
+    for arguments in method_variants(node).values():
+        try:
+            instantiate_method(node, **arguments)
+        except Exception as err:  # noqa: BLE001 - only a ConfigError in the chain is the user's
+            cause = config_error_in_chain(err)
+            if cause is not None:
+                raise cause from None
 
 
 def finished_record(folder: Path) -> dict | None:

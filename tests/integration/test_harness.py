@@ -84,7 +84,12 @@ def test_killed_multirun_resumes_without_recomputing(stop, tmp_path):
 
 @pytest.mark.parametrize("args, expected", [
     (["method=foo"], "method='foo' is not valid; choose one of: assla, deep_ensemble, hmc, la, "
-     "mfvi, nn_assla, nn_ssla, plugin, ssla, ssla_assla, subnet_laplace, vi"),
+     "laplace_classifier, mfvi, nn_assla, nn_ssla, plugin, ssla, ssla_assla, subnet_laplace, "
+     "tempered_laplace, vi"),
+    (["experiment=generalized_laplace/figure-3", "scale=smoke", "method.structure=foo"],
+     "method.structure='foo' is not valid; choose one of: diag, kfac, ekfac, bdiag"),
+    (["experiment=generalized_laplace/figure-3", "scale=smoke", "method.temperature=0"],
+     "method.temperature=0 is not valid; it must be a positive number"),
     (["experiment=ssla/table-99"], "experiment='ssla/table-99' is not valid; choose one of:"),
     (["protocol.dtype=float16"], "protocol.dtype='float16' is not valid; choose one of: float32"),
     (["device=tpu"], "device='tpu' is not valid; choose one of: cpu, cuda"),
