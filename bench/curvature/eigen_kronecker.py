@@ -1,7 +1,8 @@
 """EKFAC: per layer, a Kronecker-factored eigenbasis with a full matrix of eigenvalues.
 
 A layer's block is ``(U_G kron U_Q) diag(vec S) (U_G kron U_Q)^T`` acting on the layer matrix
-``V = [W | b]`` ``[out, in + 1]`` row-major (the layout of :mod:`bench.curvature.kronecker`),
+``V = [W | b]`` ``[out, in + 1]`` (``V = W`` ``[out, in]`` for a layer without a bias) row-major
+(the layout of :mod:`bench.curvature.kronecker`),
 i.e. ``V -> U_G (S * (U_G^T V U_Q)) U_Q^T``. K-FAC is the special case ``S = lambda_G
 lambda_Q^T``; EKFAC (George et al. 2018) keeps K-FAC's eigenbases and refits ``S`` as the
 second moment of the rotated per-example gradients. Every operation on ``scale * M + shift *
@@ -24,9 +25,19 @@ from bench.curvature.kronecker import Kronecker, layer_matrix, layer_vector
 class EigenKronecker(Curvature):
     """``scale * blockdiag_l(U_Gl kron U_Ql) diag(S_l) (...)^T + shift * I`` from
     ``layers = ((U_Q, U_G, S), ...)`` (``U_Q`` ``[in + 1, in + 1]`` and ``U_G`` ``[out, out]``
-    orthogonal, ``S`` ``[out, in + 1]`` non-negative)."""
+    orthogonal, ``S`` ``[out, in + 1]`` non-negative; ``[in, in]`` and ``[out, in]`` for a
+    layer without a bias). ``biases`` says per layer whether it has a bias (None: all do)."""
 
     layers: tuple[tuple[Tensor, Tensor, Tensor], ...]
+    biases: tuple[bool, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.biases is not None and len(self.biases) != len(self.layers):
+            raise ValueError(f"{len(self.biases)} bias flags for {len(self.layers)} layers")
+
+    def has_bias(self, layer: int) -> bool:
+        """Whether ``layer`` has a bias (a trailing 1 in its input basis)."""
+        return True if self.biases is None else bool(self.biases[layer])
 
     @classmethod
     def from_kronecker(cls, kfac: Kronecker) -> EigenKronecker:
@@ -36,7 +47,7 @@ class EigenKronecker(Curvature):
         for a, g in kfac.factors:
             (la, qa), (lg, qg) = torch.linalg.eigh(a), torch.linalg.eigh(g)
             layers.append((qa, qg, torch.outer(lg.clamp(min=0), la.clamp(min=0))))
-        return cls(tuple(layers), scale=kfac.scale, shift=kfac.shift)
+        return cls(tuple(layers), kfac.biases, scale=kfac.scale, shift=kfac.shift)
 
     @property
     def n_params(self) -> int:
@@ -44,26 +55,26 @@ class EigenKronecker(Curvature):
         return sum(s.numel() for _, _, s in self.layers)
 
     def _spectrum(self, s: Tensor) -> Tensor:
-        """Eigenvalues of one layer's block ``[out, in + 1]``."""
+        """Eigenvalues of one layer's block ``[out, in (+ 1)]``."""
         return self.scale * s.clamp(min=0) + self.shift
 
     def _per_layer(self, v: Tensor, transform) -> Tensor:
         """``transform(V, u_q, u_g, spectrum)`` on each layer's matrix of ``v`` ``[..., q]``."""
         out, start = [], 0
-        for u_q, u_g, s in self.layers:
-            fan_out, fan_in = s.shape[0], s.shape[1] - 1
-            block = layer_matrix(v[..., start:start + s.numel()], fan_in, fan_out)
-            out.append(layer_vector(transform(block, u_q, u_g, self._spectrum(s))))
+        for i, (u_q, u_g, s) in enumerate(self.layers):
+            bias = self.has_bias(i)
+            fan_out, fan_in = s.shape[0], s.shape[1] - int(bias)
+            block = layer_matrix(v[..., start:start + s.numel()], fan_in, fan_out, bias)
+            out.append(layer_vector(transform(block, u_q, u_g, self._spectrum(s)), bias))
             start += s.numel()
         return torch.cat(out, dim=-1)
 
-    def _block_dense(self, u_q: Tensor, u_g: Tensor, s: Tensor) -> Tensor:
+    def _block_dense(self, u_q: Tensor, u_g: Tensor, s: Tensor, has_bias: bool) -> Tensor:
         """One layer's ``scale * M_l + shift * I`` in the parameter order."""
-        fan_out, fan_in = s.shape[0], s.shape[1] - 1
         basis = torch.kron(u_g, u_q)
         block = basis @ (self._spectrum(s).reshape(-1, 1) * basis.T)
-        index = torch.arange(s.numel(), device=s.device).reshape(fan_out, fan_in + 1)
-        order = layer_vector(index)
+        index = torch.arange(s.numel(), device=s.device).reshape(s.shape)
+        order = layer_vector(index, has_bias)
         return block[order][:, order]
 
     def to_dense(self) -> Tensor:
@@ -73,11 +84,13 @@ class EigenKronecker(Curvature):
     def diagonal(self) -> Tensor:
         """The diagonal ``[q]``: ``(U_G^2 S U_Q^2^T)[o, i]`` per entry of ``V``."""
         return torch.cat([layer_vector(self.scale * (u_g**2 @ s.clamp(min=0) @ (u_q**2).T)
-                                       + self.shift) for u_q, u_g, s in self.layers])
+                                       + self.shift, self.has_bias(i))
+                          for i, (u_q, u_g, s) in enumerate(self.layers)])
 
     def diagonal_blocks(self) -> list[Tensor]:
         """One dense block per layer, in parameter order."""
-        return [self._block_dense(*layer) for layer in self.layers]
+        return [self._block_dense(*layer, self.has_bias(i))
+                for i, layer in enumerate(self.layers)]
 
     def logdet(self) -> Tensor:
         """Sum of the log eigenvalues."""

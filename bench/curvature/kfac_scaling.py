@@ -68,4 +68,4 @@ def paper_like_kfac(kfac: Kronecker, n_data: int, batch_size: int, label_samples
         eye_g = torch.eye(g.shape[0], dtype=g.dtype, device=g.device)
         factors.append((root_s * updates * a + root_n * eye_a,
                         root_s * updates * g / n_data + root_n * eye_g))
-    return Kronecker(tuple(factors))
+    return Kronecker(tuple(factors), kfac.biases)

@@ -1,5 +1,11 @@
 """Fisher / GGN curvature of an ``nn.Module`` (Linear and Conv2d layers), summed over data.
 
+The curvature covers every Linear and Conv2d weight, and the bias where the layer has one.
+Normalisation layers (BatchNorm, LayerNorm, GroupNorm) are not part of it: their affine
+parameters and running statistics stay at their trained (MAP) values, and the network is
+evaluated in eval mode (running statistics) during the curvature passes, whatever mode it was
+in (restored afterwards). Any other module holding parameters is an error.
+
 The curvature of a likelihood ``p(y | f(x))`` is ``F = sum_n sum_k J_n^T v_nk v_nk^T J_n``
 with ``J_n`` the Jacobian of the network output at ``x_n`` and ``v_nk`` output-space vectors
 (:func:`output_vectors`):
@@ -14,13 +20,15 @@ with ``J_n`` the Jacobian of the network output at ``x_n`` and ``v_nk`` output-s
 Each ``v`` is backpropagated once to every layer's output; with the layer's inputs (unfolded
 over (in, kh, kw) for a Conv2d, the weight's own flattening) this gives per-example gradients
 in the layout of the parameters: per layer the weight row-major, then the bias, layers in
-module order (``parameters()`` order for the usual networks, checked by
-:func:`curvature_layers`). Structures (:data:`STRUCTURES`), as :mod:`bench.curvature` classes:
+module order (``parameters()`` order for the usual networks with the normalisation layers'
+parameters left out, checked by :func:`curvature_layers`). Structures (:data:`STRUCTURES`),
+as :mod:`bench.curvature` classes:
 
 * ``diag``: :class:`Diagonal`, the summed squared per-example gradients;
 * ``kfac``: :class:`Kronecker` with curvlinops' KFAC-expand conventions (input factor the
-  mean of ``[a, 1][a, 1]^T`` over data and weight-sharing positions, output factor the sum
-  of ``g g^T``), so ``F_l ~ N E[qq^T] kron E[gg^T]`` for a Linear layer;
+  mean of ``[a, 1][a, 1]^T`` over data and weight-sharing positions, ``a a^T`` for a layer
+  without a bias; output factor the sum of ``g g^T``), so ``F_l ~ N E[qq^T] kron E[gg^T]``
+  for a Linear layer;
 * ``ekfac``: :class:`EigenKronecker`, KFAC's eigenbases with the eigenvalues refitted in a
   second pass as ``sum_nk ((U_G kron U_Q)^T grad_nk)^2`` (George et al. 2018);
 * ``bdiag``: :class:`BlockDiagonal`, the exact dense block of each layer (at most
@@ -34,7 +42,7 @@ regression toy goes through the same code. Accumulators are float64.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -53,6 +61,8 @@ STRUCTURES = ("diag", "kfac", "ekfac", "bdiag")
 FISHER_TYPES = ("type-2", "mc", "empirical")
 LIKELIHOODS = ("classification", "regression")
 SUPPORTED_LAYERS = (nn.Linear, nn.Conv2d)
+# Kept at their MAP values, outside the curvature (and the posterior).
+NORMALISATION_LAYERS = (nn.modules.batchnorm._NormBase, nn.LayerNorm, nn.GroupNorm)
 ACCUMULATE = torch.float64
 
 
@@ -83,31 +93,35 @@ class CurvatureLayer:
 def curvature_layers(model: nn.Module) -> list[CurvatureLayer]:
     """The Linear and Conv2d layers of ``model`` in module order.
 
-    Any other module holding parameters, a grouped or non-zero-padded Conv2d, or parameters
-    out of layer order (weight then bias, layer by layer) is a one-line error: the flat layout
-    of every structure is this order.
+    Normalisation layers (:data:`NORMALISATION_LAYERS`) are skipped: their parameters are not
+    part of the curvature. Any other module holding parameters, a grouped or non-zero-padded
+    Conv2d, or curvature parameters out of layer order (weight then bias, layer by layer) is a
+    one-line error: the flat layout of every structure is this order.
     """
     layers = []
     for name, module in model.named_modules():
         own = list(module.parameters(recurse=False))
-        if not own:
+        if not own or isinstance(module, NORMALISATION_LAYERS):
             continue
         if not isinstance(module, SUPPORTED_LAYERS):
             raise ConfigError(f"layer {name!r} ({type(module).__name__}) has parameters; the "
-                              "curvature supports only Linear and Conv2d layers")
+                              "curvature supports only Linear and Conv2d layers (and keeps "
+                              "normalisation layers at their trained values)")
         if isinstance(module, nn.Conv2d) and (module.groups != 1
                                               or module.padding_mode != "zeros"):
             raise ConfigError(f"Conv2d {name!r}: only groups=1 and zero padding are supported")
         layers.append(CurvatureLayer(name, module))
     order = [n for layer in layers for n in layer.parameter_names]
-    if order != [n for n, _ in model.named_parameters()]:
+    covered = set(order)
+    if order != [n for n, _ in model.named_parameters() if n in covered]:
         raise ConfigError("the model's parameters are not in layer order (weight, bias per "
                           f"layer): {order[:4]}...")
     return layers
 
 
 def flat_parameters(model: nn.Module) -> Tensor:
-    """The parameters as one vector in the curvature layout (``parameters_to_vector`` order)."""
+    """The curvature layers' parameters as one vector in the curvature layout
+    (``parameters_to_vector`` order without the normalisation layers' parameters)."""
     layers = curvature_layers(model)
     named = dict(model.named_parameters())
     return torch.cat([named[n].detach().reshape(-1) for lay in layers
@@ -217,7 +231,9 @@ def module_curvature(model: nn.Module, inputs: Tensor, labels: Tensor | None, st
                      mc_samples: int = 1, noise_std: float = 1.0, batch_size: int = 256,
                      generator: torch.Generator | None = None,
                      max_block_size: int = 5000) -> Curvature:
-    """The curvature of ``model`` over ``inputs`` (labels for ``empirical``) in ``structure``.
+    """The curvature of ``model`` over ``inputs`` (labels for ``empirical``) in ``structure``,
+    over the weights (and biases) of its Linear and Conv2d layers, with the network in eval
+    mode (normalisation layers at their trained values; the mode is restored afterwards).
 
     ``inputs`` may live on the CPU: minibatches of ``batch_size`` move to the model's device.
     ``generator`` (on that device) draws the ``mc`` labels. A ``bdiag`` layer with more than
@@ -230,9 +246,6 @@ def module_curvature(model: nn.Module, inputs: Tensor, labels: Tensor | None, st
     if fisher_type == "empirical" and labels is None:
         raise ValueError("the empirical Fisher needs the training labels")
     layers = curvature_layers(model)
-    if structure in ("kfac", "ekfac") and not all(lay.has_bias for lay in layers):
-        raise ConfigError(f"method.structure={structure}: every layer needs a bias (the "
-                          "Kronecker layout is [W | b])")
     if structure == "bdiag":
         for lay in layers:
             if lay.n_params > max_block_size:
@@ -243,10 +256,19 @@ def module_curvature(model: nn.Module, inputs: Tensor, labels: Tensor | None, st
                     f"most {max_block_size} parameters")
     options = {"likelihood": likelihood, "fisher_type": fisher_type,
                "mc_samples": mc_samples, "noise_std": noise_std}
+    training = model.training
+    model.eval()
+    try:
+        return _structured_curvature(
+            structure, layers,
+            lambda: _batches(model, layers, inputs, labels, options, batch_size, generator))
+    finally:
+        model.train(training)
 
-    def passes():
-        return _batches(model, layers, inputs, labels, options, batch_size, generator)
 
+def _structured_curvature(structure: str, layers: list[CurvatureLayer],
+                          passes: Callable[[], Iterator[_Batch]]) -> Curvature:
+    """Accumulate ``structure`` from fresh passes over the data (two for EKFAC)."""
     if structure == "diag":
         return Diagonal(torch.cat([_flatten_layer(d, lay.has_bias) for lay, d in
                                    zip(layers, _accumulate_diagonal(passes(), len(layers)),
@@ -258,14 +280,15 @@ def module_curvature(model: nn.Module, inputs: Tensor, labels: Tensor | None, st
             index.append(torch.arange(start, start + block.shape[0], device=block.device))
             start += block.shape[0]
         return BlockDiagonal(tuple(index), tuple(blocks), start)
-    kfac = Kronecker(tuple(_accumulate_kronecker(passes(), len(layers))))
+    biases = tuple(lay.has_bias for lay in layers)
+    kfac = Kronecker(tuple(_accumulate_kronecker(passes(), len(layers))), biases)
     if structure == "kfac":
         return kfac
     bases = [(torch.linalg.eigh(a).eigenvectors, torch.linalg.eigh(g).eigenvectors)
              for a, g in kfac.factors]
     eigenvalues = _accumulate_eigenvalues(passes(), bases)
     return EigenKronecker(tuple((u_a, u_g, s) for (u_a, u_g), s in
-                                zip(bases, eigenvalues, strict=True)))
+                                zip(bases, eigenvalues, strict=True)), biases)
 
 
 def _accumulate_diagonal(batches: Iterator[_Batch], n_layers: int) -> list[Tensor]:
@@ -303,7 +326,7 @@ def _accumulate_kronecker(batches: Iterator[_Batch], n_layers: int
 
 def _accumulate_eigenvalues(batches: Iterator[_Batch], bases: list[tuple[Tensor, Tensor]]
                             ) -> list[Tensor]:
-    """Per layer ``sum_nk (U_G^T grad_nk U_Q)^2`` ``[out, in + 1]`` (EKFAC's eigenvalues)."""
+    """Per layer ``sum_nk (U_G^T grad_nk U_Q)^2`` ``[out, in (+ 1)]`` (EKFAC's eigenvalues)."""
     total: list[Tensor | int] = [0] * len(bases)
     for batch in batches:
         rotated_inputs = [a @ u_a.to(a.dtype) for a, (u_a, _) in

@@ -12,7 +12,8 @@ logits. The networks:
 - ``lenet_redux``: Laplace Redux's LeNet (unpadded convs, 256 features), 44,426 parameters.
 - ``mlp``: 784-100-100-10 ReLU on flattened 28x28 images, 89,610 parameters; a module view of
   the project's flat :class:`bench.models.mlp.MLPShape` network (same layout, same init).
-- ``resnet18``: torchvision's ResNet-18 with a K-way head, 11,181,642 parameters for K = 10.
+- ``resnet18``: torchvision's ResNet-18 with a K-way head, 11,181,642 parameters for K = 10;
+  option ``width`` (default 64) scales the stage widths (same layout, a smoke-test stand-in).
 - ``wrn16_4``: the outlier-exposure WRN-16-4 (pre-activation blocks, dropout 0.3), 2,748,890.
 """
 
@@ -139,12 +140,35 @@ class WideResNet(nn.Module):
         return self.fc(out.mean(dim=(2, 3)))
 
 
-def _resnet18(num_classes: int, in_channels: int) -> nn.Module:
+def _resnet18(num_classes: int, in_channels: int, width: int = 64) -> nn.Module:
     from torchvision.models import resnet18
 
+    if width != 64:
+        return _scaled_resnet18(num_classes, in_channels, width)
     net = resnet18(num_classes=num_classes)
     if in_channels != 3:
         net.conv1 = nn.Conv2d(in_channels, 64, 7, stride=2, padding=3, bias=False)
+    return net
+
+
+def _scaled_resnet18(num_classes: int, in_channels: int, width: int) -> nn.Module:
+    """torchvision's ResNet-18 layout (same modules, names and strides) with stage widths
+    ``width * (1, 2, 4, 8)`` instead of 64..512: a cheap stand-in for smoke tests."""
+    from torchvision.models.resnet import BasicBlock, ResNet
+
+    if not isinstance(width, int) or isinstance(width, bool) or width < 1:
+        raise ConfigError(f"model.width={width!r} is not valid; it must be a positive integer")
+
+    class ScaledResNet18(ResNet):
+        def _make_layer(self, block, planes, blocks, stride=1, dilate=False):
+            if planes == 64:
+                self.inplanes = width
+            return super()._make_layer(block, planes * width // 64, blocks, stride, dilate)
+
+    net = ScaledResNet18(BasicBlock, [2, 2, 2, 2], num_classes=num_classes)
+    net.conv1 = nn.Conv2d(in_channels, width, 7, stride=2, padding=3, bias=False)
+    net.bn1 = nn.BatchNorm2d(width)
+    net.fc = nn.Linear(8 * width, num_classes)
     return net
 
 
@@ -187,8 +211,8 @@ CLASSIFIERS: dict[str, ClassifierSpec] = {
     "lenet_redux": ClassifierSpec(lambda k, c, g: initialised(
         lambda: LeNet(k, c, padding=0), default_layer_init, g), 1),
     "mlp": ClassifierSpec(_mlp, 1),
-    "resnet18": ClassifierSpec(lambda k, c, g: initialised(
-        lambda: _resnet18(k, c), he_fan_out_conv_init, g), 3),
+    "resnet18": ClassifierSpec(lambda k, c, g, width=64: initialised(
+        lambda: _resnet18(k, c, width), he_fan_out_conv_init, g), 3, ("width",)),
     "wrn16_4": ClassifierSpec(lambda k, c, g, dropout=0.3: initialised(
         lambda: WideResNet(16, 4, k, c, dropout), wrn_init, g), 3, ("dropout",)),
 }
@@ -201,7 +225,8 @@ def build_classifier(name: str, generator: torch.Generator, *, num_classes: int 
     CPU ``generator`` (so the weights do not depend on ``device``), on ``device``, in train mode.
 
     ``in_channels`` defaults to the network's (1 for the MNIST networks, 3 for the CIFAR ones);
-    ``options`` are the network's own settings (``wrn16_4``: ``dropout``, default 0.3).
+    ``options`` are the network's own settings (``wrn16_4``: ``dropout``, default 0.3;
+    ``resnet18``: ``width``, default 64).
     """
     spec = CLASSIFIERS[require_choice("model.name", name, CLASSIFIERS)]
     for key, value in options.items():

@@ -108,6 +108,8 @@ CATALOG: tuple[CatalogEntry, ...] = (
                  "entropy vs temperature"),
     CatalogEntry("generalized_laplace", "figure-5", "OOD entropy vs temperature (KMNIST, "
                  "SVHN)"),
+    CatalogEntry("generalized_laplace", "figure-5b", "ResNet-18 trained on CIFAR-10: SVHN "
+                 "(OOD) entropy vs temperature"),
 )
 
 

@@ -72,6 +72,13 @@ def network_recipe(node: DictConfig, data: ImageClassificationData, n_train: int
     return recipe
 
 
+def initial_weights(recipe: TrainingRecipe) -> str:
+    """What the MAP network's training started from, for the record."""
+    if recipe.pretrained is None:
+        return "trained from scratch (no pretrained weights given)"
+    return f"fine-tuned from pretrained weights, sha256 {recipe.pretrained.sha256}"
+
+
 @takes(datasets=(ImageClassificationData,), methods=(TemperedLaplace,))
 def run(cfg: DictConfig) -> TaskResult:
     """Fit one structure on the stored MAP network, then evaluate every temperature."""
@@ -88,7 +95,8 @@ def run(cfg: DictConfig) -> TaskResult:
         map_predictive = Categorical.from_logits(stored.module(splits.x_test))
     result.metrics["map_test_accuracy"] = accuracy(map_predictive, splits.y_test)
     result.fitted.update({"recipe_hash": stored.recipe_hash, "network_reused": stored.reused,
-                          "network_path": str(stored.path)})
+                          "network_path": str(stored.path),
+                          "initial_weights": initial_weights(recipe)})
 
     method = instantiate_method(cfg.method)
     watch = Stopwatch()

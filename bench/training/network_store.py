@@ -7,6 +7,10 @@ SHA-256 of its canonical JSON. :func:`trained_network` looks in
     ``<results_dir>/networks/<model>/<dataset>/<recipe_hash>/seed-<seed>/``
 
 (``weights.pt``, ``recipe.json``, ``history.json``) and loads the network when it is there.
+A recipe may start from a pretrained state-dict file (:class:`PretrainedWeights`, e.g.
+ImageNet weights for ResNet-18): the file's SHA-256 is part of the recipe (its path is not,
+so the same file anywhere gives the same network); entries whose shape differs from the
+network's (a 1000-way head on a 10-way network) keep their fresh initialisation.
 Otherwise it trains it in ``seed-<seed>.partial/``, checkpointing after every epoch
 (``checkpoint.pt``: network, optimizer, schedule, generator states, stage and epoch) and
 resuming from that checkpoint after an interruption, then renames the finished folder to its
@@ -64,23 +68,71 @@ class DatasetIdentity:
 
 
 @dataclass(frozen=True)
+class PretrainedWeights:
+    """A state-dict file the network starts from before training: its ``sha256`` (part of the
+    recipe and its hash) and its ``path`` on this machine (not part of the hash; None for a
+    recipe read back from a ``recipe.json``, which can then only load a stored network)."""
+
+    sha256: str
+    path: str | None = None
+
+    @classmethod
+    def from_file(cls, path: str | Path, key: str = "recipe.pretrained") -> PretrainedWeights:
+        """The weights in ``path`` with their SHA-256; a missing file is a one-line
+        ConfigError naming ``key``."""
+        file = Path(path).expanduser()
+        if not file.is_file():
+            raise ConfigError(f"{key}={str(path)!r}: no such weights file (a state dict saved "
+                              "with torch.save, e.g. torchvision's resnet18-f37072fd.pth)")
+        digest = hashlib.sha256()
+        with open(file, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+        return cls(digest.hexdigest(), str(file))
+
+    @classmethod
+    def from_value(cls, value: Any, key: str = "recipe.pretrained") -> PretrainedWeights | None:
+        """None for an empty value (null or ""), else the weights of a path or of a dict with
+        ``path`` and/or ``sha256`` (a given ``sha256`` must match the file's)."""
+        if value is None or value == "":
+            return None
+        if isinstance(value, str | Path):
+            return cls.from_file(value, key)
+        if isinstance(value, PretrainedWeights):
+            return value
+        if not isinstance(value, dict) or not set(value) <= {"path", "sha256"} or not value:
+            raise ConfigError(f"{key}={value!r} is not valid; give a weights file path (or "
+                              "{path, sha256})")
+        if value.get("path") in (None, ""):
+            return cls(str(value["sha256"]))
+        weights = cls.from_file(value["path"], f"{key}.path")
+        if value.get("sha256") not in (None, weights.sha256):
+            raise ConfigError(f"{key}.sha256={value['sha256']!r} does not match the file "
+                              f"{weights.path} (sha256 {weights.sha256})")
+        return weights
+
+
+@dataclass(frozen=True)
 class TrainingRecipe:
     """Everything that decides a trained network except the seed: the network ``model`` (a
     name of :data:`bench.models.classifiers.CLASSIFIERS`) with ``num_classes`` outputs and its
-    ``model_options`` (pairs, e.g. ``(("dropout", 0.3),)``), the ``dataset`` and the training
-    ``stages`` run in order."""
+    ``model_options`` (pairs, e.g. ``(("dropout", 0.3),)``), the ``dataset``, the training
+    ``stages`` run in order and optionally the ``pretrained`` weights training starts from
+    (None: from the seed's fresh initialisation)."""
 
     model: str
     dataset: DatasetIdentity
     stages: tuple[TrainingStage, ...]
     num_classes: int = 10
     model_options: tuple[tuple[str, Any], ...] = field(default=())
+    pretrained: PretrainedWeights | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stages", tuple(self.stages))
         options = self.model_options
         pairs = options.items() if isinstance(options, dict) else options
         object.__setattr__(self, "model_options", tuple(sorted((str(k), v) for k, v in pairs)))
+        object.__setattr__(self, "pretrained", PretrainedWeights.from_value(self.pretrained))
         self.check()
 
     def check(self) -> None:
@@ -114,8 +166,11 @@ class TrainingRecipe:
             stage.check(f"recipe.stages[{i}]")
 
     def to_dict(self) -> dict:
-        """The recipe as plain JSON values."""
-        return {"model": self.model, "num_classes": self.num_classes,
+        """The recipe as plain JSON values (``pretrained`` only when set, as its sha256, so
+        recipes without one keep their hashes)."""
+        pretrained = ({} if self.pretrained is None
+                      else {"pretrained": {"sha256": self.pretrained.sha256}})
+        return pretrained | {"model": self.model, "num_classes": self.num_classes,
                 "model_options": {k: v for k, v in self.model_options},
                 "dataset": {"name": self.dataset.name,
                             "preprocessing": self.dataset.preprocessing,
@@ -143,7 +198,8 @@ class TrainingRecipe:
                        for i, stage in enumerate(values.get("stages") or ()))
         return cls(model=values.get("model"), dataset=DatasetIdentity(**dataset), stages=stages,
                    num_classes=values.get("num_classes", 10),
-                   model_options=dict(values.get("model_options") or {}))
+                   model_options=dict(values.get("model_options") or {}),
+                   pretrained=PretrainedWeights.from_value(values.get("pretrained")))
 
 
 def _positive_int(value: Any) -> bool:
@@ -233,6 +289,30 @@ def _fresh_network(recipe: TrainingRecipe, seed: int) -> nn.Module:
                             **dict(recipe.model_options))
 
 
+def load_pretrained(module: nn.Module, weights: PretrainedWeights) -> list[str]:
+    """Copy the state-dict file of ``weights`` into ``module`` and return the names of the
+    entries left at their fresh initialisation: those whose shape differs from the file's
+    (a 1000-way ImageNet head on a 10-way network). A file whose SHA-256 changed, or that
+    lacks one of the module's entries (batch norm's ``num_batches_tracked`` aside) or holds
+    entries the module has not, is a one-line ConfigError."""
+    if weights.path is None:
+        raise ConfigError(f"recipe.pretrained: the weights file with sha256 {weights.sha256} "
+                          "is needed to train this network; give its path")
+    if PretrainedWeights.from_file(weights.path).sha256 != weights.sha256:
+        raise ConfigError(f"recipe.pretrained={weights.path!r} changed since the recipe was "
+                          "made (its sha256 differs)")
+    saved = torch.load(weights.path, map_location="cpu", weights_only=True)
+    own = module.state_dict()
+    unexpected = sorted(set(saved) - set(own))
+    missing = sorted(k for k in set(own) - set(saved) if not k.endswith("num_batches_tracked"))
+    if unexpected or missing:
+        raise ConfigError(f"recipe.pretrained={weights.path!r} does not fit {type(module).__name__}"
+                          f": missing {missing[:3]}, unexpected {unexpected[:3]}")
+    fresh = [k for k, v in own.items() if k in saved and saved[k].shape != v.shape]
+    module.load_state_dict({k: v for k, v in saved.items() if k not in fresh}, strict=False)
+    return fresh
+
+
 def _check_data(recipe: TrainingRecipe, images: Tensor, labels: Tensor) -> None:
     shape = tuple(recipe.dataset.image_shape)
     if images.ndim != 4 or tuple(images.shape[1:]) != shape:
@@ -267,7 +347,13 @@ def _train_and_store(recipe: TrainingRecipe, seed: int, images: Tensor, labels: 
         if on_epoch_end is not None:
             on_epoch_end(checkpoint)
 
-    module = _fresh_network(recipe, seed).to(device)
+    module = _fresh_network(recipe, seed)
+    kept_fresh: list[str] = []
+    if recipe.pretrained is not None:
+        kept_fresh = load_pretrained(module, recipe.pretrained)
+        logger.info("%s starts from %s; freshly initialised: %s", recipe.model,
+                    recipe.pretrained.path, ", ".join(kept_fresh) or "nothing")
+    module = module.to(device)
     batches = make_generator(derived_seed(seed, spawn_key=(1,)))
     started = time.perf_counter()
     history = train_classifier(
@@ -281,7 +367,10 @@ def _train_and_store(recipe: TrainingRecipe, seed: int, images: Tensor, labels: 
     _write_json(partial / HISTORY_NAME, {
         "recipe_hash": recipe_hash(recipe), "seed": seed, "device": str(device),
         "torch": torch.__version__, "seconds_this_run": seconds,
-        "seconds_all_epochs": sum(epoch["seconds"] for epoch in history), "epochs": history})
+        "seconds_all_epochs": sum(epoch["seconds"] for epoch in history), "epochs": history,
+        "initial_weights": ("fresh" if recipe.pretrained is None else
+                            {"pretrained_sha256": recipe.pretrained.sha256,
+                             "kept_fresh": kept_fresh})})
     checkpoint_path.unlink(missing_ok=True)
     os.rename(partial, final)
     return StoredNetwork(module.eval(), recipe_hash(recipe), final, history, reused=False)

@@ -64,3 +64,42 @@ def test_figure_3_and_5_reports_render(tempered_records, tmp_path):
         written = render_report(SPECS[key], tempered_records, tmp_path)
         text = next(p for p in written if p.suffix == ".md").read_text()
         assert "## Anchors" in text
+
+
+@pytest.fixture(scope="module")
+def resnet_records(tmp_path_factory) -> list[dict]:
+    """Figure 4 at smoke scale for the three structures, on CIFAR-10 pickles and an SVHN
+    ``test_32x32.mat`` written into a temporary data root."""
+    import numpy as np
+
+    from tests.unit.datasets.image_fixtures import write_cifar, write_svhn
+
+    root = tmp_path_factory.mktemp("cifar-data")
+    rng = np.random.default_rng(0)
+    write_cifar(root / "cifar10" / "cifar-10-batches-py", rng, per_file=8)
+    write_svhn(root / "svhn", rng, n=12)
+    results = tmp_path_factory.mktemp("figure-4")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BENCH_DATA_DIR", str(root))
+        return [smoke_record("generalized_laplace/figure-4", results, f"method.structure={s}")
+                for s in ("diag", "kfac", "ekfac")]
+
+
+def test_resnet_structures_share_one_stored_network_and_leave_batchnorm_out(resnet_records):
+    assert len({r["fitted"]["recipe_hash"] for r in resnet_records}) == 1
+    assert [r["fitted"]["network_reused"] for r in resnet_records] == [False, True, True]
+    # Width-8 ResNet-18: 177,362 parameters, of which 1,200 in batch norm (9,600 / 8).
+    assert {r["fitted"]["n_params"] for r in resnet_records} == {177_362 - 1_200}
+    assert all(r["fitted"]["initial_weights"].startswith("trained from scratch")
+               for r in resnet_records)
+    record = resnet_records[0]
+    columns = {c["column"] for c in record["cells"]}
+    for t in record["arrays"]["temperatures"]:
+        assert f"cifar10/accuracy@T={t:g}" in columns and f"svhn/entropy@T={t:g}" in columns
+
+
+def test_figure_4_and_5b_reports_render(resnet_records, tmp_path):
+    for key in ("generalized_laplace/figure-4", "generalized_laplace/figure-5b"):
+        written = render_report(SPECS[key], resnet_records, tmp_path)
+        text = next(p for p in written if p.suffix == ".md").read_text()
+        assert "## Anchors" in text and "needs data" not in text

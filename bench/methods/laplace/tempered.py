@@ -3,10 +3,13 @@
 ``p_T(theta | D) ~ p(D | theta)^T p(theta)`` around the trained network theta_MAP has
 precision ``T * F + delta * I`` (T multiplies the likelihood: T > 1 is cold; ``delta`` the
 prior precision; ``F`` the curvature of :mod:`bench.curvature.module_curvature` in one of the
-structures ``diag | kfac | ekfac | bdiag``). Draws are exact per structure (reproduction notes
-section 2): ``z / sqrt(T d + delta)`` for Diag, ``U_G [Z / sqrt(T S + delta)] U_Q^T`` per layer
-for K-FAC (``S = lambda_G lambda_Q^T``) and EKFAC, ``L^-T z`` with ``L L^T = T F_l + delta I``
-for B-Diag. The predictive is NN sampling, the mean of ``softmax(f(x; theta_s))``.
+structures ``diag | kfac | ekfac | bdiag``). The posterior is over every Linear and Conv2d
+weight (and bias where present); normalisation layers (BatchNorm's affine parameters and
+running statistics) stay at their MAP values, and every prediction is in eval mode. Draws are
+exact per structure (reproduction notes section 2): ``z / sqrt(T d + delta)`` for Diag,
+``U_G [Z / sqrt(T S + delta)] U_Q^T`` per layer for K-FAC (``S = lambda_G lambda_Q^T``) and
+EKFAC, ``L^-T z`` with ``L L^T = T F_l + delta I`` for B-Diag. The predictive is NN
+sampling, the mean of ``softmax(f(x; theta_s))``.
 
 The curvature is computed once per fit and the standard-normal draws ``z`` once per fit (from
 the seed); :meth:`TemperedLaplace.predict_tempered` reuses both for every temperature, so a
@@ -102,11 +105,18 @@ def posterior_draws(curvature: Curvature, temperature: float, prior_precision: f
 
 
 def parameter_dict(model: nn.Module, thetas: Tensor) -> dict[str, Tensor]:
-    """Flat parameter vectors ``[S, q]`` (curvature layout) as named ``[S, *shape]`` views."""
+    """Flat parameter vectors ``[S, q]`` (curvature layout) as named ``[S, *shape]`` views of
+    the curvature layers' parameters; the others (normalisation layers) are not in it, so
+    ``functional_call`` keeps them at the module's own values."""
+    named = dict(model.named_parameters())
     out, start = {}, 0
-    for name, param in model.named_parameters():
-        out[name] = thetas[:, start:start + param.numel()].reshape(-1, *param.shape)
-        start += param.numel()
+    for name in (n for layer in curvature_layers(model) for n in layer.parameter_names):
+        shape = named[name].shape
+        out[name] = thetas[:, start:start + shape.numel()].reshape(-1, *shape)
+        start += shape.numel()
+    if start != thetas.shape[-1]:
+        raise ValueError(f"{thetas.shape[-1]} parameters per draw for {start} curvature "
+                         "parameters")
     return out
 
 

@@ -22,6 +22,7 @@ from tests.unit.curvature.tiny_nets import (
     dense_ggn,
     jacobian,
     lenet5,
+    tiny_batchnorm_net,
     tiny_conv_net,
     tiny_mlp,
 )
@@ -128,8 +129,8 @@ def test_layout_is_pytorch_parameter_order_for_lenet5():
 
 
 def test_other_parameterised_layers_are_rejected():
-    net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.Linear(4, 2))
-    with pytest.raises(ConfigError, match="layer '1' \\(BatchNorm1d\\) has parameters"):
+    net = nn.Sequential(nn.Linear(3, 4), nn.PReLU(), nn.Linear(4, 2))
+    with pytest.raises(ConfigError, match="layer '1' \\(PReLU\\) has parameters"):
         module_curvature(net, torch.randn(5, 3), None, "diag")
 
 
@@ -145,3 +146,99 @@ def test_unknown_structure_names_the_key_and_choices(problem):
     with pytest.raises(ConfigError, match="^method.structure='full' is not valid; choose one "
                                           "of: diag, kfac, ekfac, bdiag$"):
         module_curvature(net, x, y, "full")
+
+
+# A network with batch norm and a bias-free conv: the curvature covers the conv and linear
+# weights (and the linear biases), batch norm stays at its values.
+BN_SIZES = [18, 45, 18]
+
+
+@pytest.fixture(scope="module")
+def batchnorm_problem():
+    generator = torch.Generator().manual_seed(2)
+    x = torch.randn(6, 1, 5, 5, generator=generator, dtype=torch.float64)
+    y = torch.randint(0, 3, (6,), generator=generator)
+    return tiny_batchnorm_net(), x, y
+
+
+def batchnorm_state(net):
+    return {k: v.clone() for k, v in net[1].state_dict().items()}
+
+
+def test_batchnorm_layers_are_outside_the_curvature_layout(batchnorm_problem):
+    net, _, _ = batchnorm_problem
+    layers = curvature_layers(net)
+    assert [(lay.name, lay.has_bias) for lay in layers] == [("0", False), ("5", True),
+                                                             ("7", True)]
+    expected = torch.cat([net[0].weight.flatten(), net[5].weight.flatten(), net[5].bias,
+                          net[7].weight.flatten(), net[7].bias]).detach()
+    torch.testing.assert_close(flat_parameters(net), expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("fisher_type", ["type-2", "empirical"])
+def test_batchnorm_net_diag_and_bdiag_are_the_dense_curvature(batchnorm_problem, fisher_type):
+    net, x, y = batchnorm_problem
+    dense = reference(net, x, y, fisher_type)
+    assert dense.shape == (81, 81)
+    diag = module_curvature(net, x, y, "diag", fisher_type=fisher_type, batch_size=4)
+    torch.testing.assert_close(diag.diagonal(), dense.diagonal())
+    bdiag = module_curvature(net, x, y, "bdiag", fisher_type=fisher_type, batch_size=4)
+    torch.testing.assert_close(bdiag.to_dense(), dense * block_mask(BN_SIZES))
+
+
+@pytest.mark.parametrize("fisher_type", ["type-2", "empirical"])
+@pytest.mark.parametrize(("structure", "operator"),
+                         [("kfac", KFACLinearOperator), ("ekfac", EKFACLinearOperator)])
+def test_batchnorm_net_kfac_and_ekfac_equal_curvlinops_on_the_same_layers(
+        batchnorm_problem, structure, operator, fisher_type):
+    net, x, y = batchnorm_problem
+    ours = module_curvature(net, x, y, structure, fisher_type=fisher_type, batch_size=4)
+    named = dict(net.named_parameters())
+    params = [named[n] for lay in curvature_layers(net) for n in lay.parameter_names]
+    theirs = operator(net, nn.CrossEntropyLoss(reduction="sum"), params, [(x, y)],
+                      fisher_type=fisher_type, separate_weight_and_bias=False,
+                      check_deterministic=False)
+    eye = torch.eye(ours.n_params, dtype=torch.float64)
+    torch.testing.assert_close(ours.to_dense(), theirs @ eye)
+    assert ours.biases == (False, True, True)
+
+
+def test_bias_free_kfac_of_one_example_is_the_closed_form():
+    # One input, one bias-free Linear layer: F = sum_c g_c g_c^T kron a a^T exactly, with
+    # g_c = sqrt(p_c)(e_c - p) and A = a a^T (no appended 1).
+    net = nn.Linear(3, 2, bias=False).double()
+    x = torch.tensor([[0.5, -1.0, 2.0]], dtype=torch.float64)
+    p = torch.softmax(net(x), -1).detach()[0]
+    g_factor = torch.diag(p) - torch.outer(p, p)
+    kfac = module_curvature(net, x, None, "kfac")
+    torch.testing.assert_close(kfac.factors[0][0], torch.outer(x[0], x[0]))
+    torch.testing.assert_close(kfac.factors[0][1], g_factor)
+    torch.testing.assert_close(kfac.to_dense(), torch.kron(g_factor, torch.outer(x[0], x[0])))
+    torch.testing.assert_close(module_curvature(net, x, None, "ekfac").to_dense(),
+                               kfac.to_dense())
+
+
+def test_curvature_runs_in_eval_mode_and_leaves_batchnorm_untouched(batchnorm_problem):
+    net, x, y = batchnorm_problem
+    before = batchnorm_state(net)
+    net.train()
+    try:
+        diag = module_curvature(net, x, y, "diag", fisher_type="type-2")
+        assert net.training
+    finally:
+        net.eval()
+    for key, value in batchnorm_state(net).items():
+        torch.testing.assert_close(value, before[key], rtol=0, atol=0)
+    torch.testing.assert_close(diag.diagonal(), dense_ggn(net, x).diagonal())
+
+
+def test_resnet18_curvature_layout_leaves_out_its_batchnorm_parameters():
+    from torchvision.models import resnet18
+
+    with torch.device("meta"):
+        net = resnet18(num_classes=10)
+    layers = curvature_layers(net)
+    # 20 bias-free convs and the 512->10 head; 11,181,642 parameters minus 9,600 in batch norm
+    # (64 x 2 in the stem, 4 x 64 x 2, 5 x 128 x 2, 5 x 256 x 2, 5 x 512 x 2 in the stages).
+    assert len(layers) == 21 and [lay.has_bias for lay in layers] == [False] * 20 + [True]
+    assert sum(lay.n_params for lay in layers) == 11_181_642 - 9_600

@@ -6,7 +6,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, jacrev
 
-from bench.curvature.module_curvature import flat_parameters
+from bench.curvature.module_curvature import curvature_layers, flat_parameters
 
 
 def tiny_conv_net(seed: int = 0) -> nn.Module:
@@ -15,6 +15,24 @@ def tiny_conv_net(seed: int = 0) -> nn.Module:
     torch.manual_seed(seed)
     return nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                          nn.Flatten(), nn.Linear(8, 5), nn.Tanh(), nn.Linear(5, 3)).double()
+
+
+def tiny_batchnorm_net(seed: int = 0) -> nn.Module:
+    """Conv(1->2, 3x3, pad 1, no bias) -> BatchNorm2d(2) -> ReLU -> MaxPool 2 -> Linear(8, 5)
+    -> Tanh -> Linear(5, 3), float64, in eval mode, with non-trivial batch norm affine
+    parameters and running statistics: 81 curvature parameters (18 + 45 + 18) and 4 batch norm
+    parameters, inputs ``[n, 1, 5, 5]``."""
+    torch.manual_seed(seed)
+    net = nn.Sequential(nn.Conv2d(1, 2, 3, padding=1, bias=False), nn.BatchNorm2d(2),
+                        nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8, 5), nn.Tanh(),
+                        nn.Linear(5, 3)).double()
+    norm = net[1]
+    with torch.no_grad():
+        norm.weight.copy_(torch.tensor([1.5, 0.7]))
+        norm.bias.copy_(torch.tensor([0.2, -0.1]))
+        norm.running_mean.copy_(torch.tensor([0.1, -0.3]))
+        norm.running_var.copy_(torch.tensor([0.8, 1.6]))
+    return net.eval()
 
 
 def tiny_mlp(widths=(4, 3, 3), seed: int = 0) -> nn.Module:
@@ -35,9 +53,11 @@ def lenet5() -> nn.Module:
 
 
 def jacobian(model: nn.Module, x: Tensor) -> Tensor:
-    """``d f(x_n) / d theta`` ``[n, C, q]`` in the curvature layout."""
-    names = [n for n, _ in model.named_parameters()]
-    shapes = [p.shape for p in model.parameters()]
+    """``d f(x_n) / d theta`` ``[n, C, q]`` in the curvature layout (the curvature layers'
+    parameters; normalisation layers held at their values)."""
+    named = dict(model.named_parameters())
+    names = [n for layer in curvature_layers(model) for n in layer.parameter_names]
+    shapes = [named[n].shape for n in names]
 
     def outputs(theta: Tensor) -> Tensor:
         params, start = {}, 0

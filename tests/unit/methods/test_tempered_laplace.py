@@ -19,7 +19,7 @@ from bench.methods.laplace.tempered import (
 )
 from bench.predictive.categorical import Categorical
 from bench.predictive.densities import Gaussian
-from tests.unit.curvature.tiny_nets import tiny_conv_net, tiny_mlp
+from tests.unit.curvature.tiny_nets import dense_ggn, tiny_batchnorm_net, tiny_conv_net, tiny_mlp
 
 STRUCTURES = ["diag", "kfac", "ekfac", "bdiag"]
 
@@ -187,3 +187,68 @@ def test_batched_draws_match_one_network_per_draw(vectorise):
         expected.append(torch.softmax(net(x), -1).detach())
     torch.testing.assert_close(sampled_probabilities(net, thetas, x, 2, vectorise),
                                torch.stack(expected).mean(0))
+
+
+@pytest.fixture(scope="module")
+def batchnorm_data():
+    generator = torch.Generator().manual_seed(4)
+    x = torch.randn(6, 1, 5, 5, generator=generator, dtype=torch.float64)
+    y = torch.randint(0, 3, (6,), generator=generator)
+    return SimpleNamespace(train_inputs=x, train_labels=y)
+
+
+def with_weights(theta):
+    """The batch norm net with its curvature parameters (conv weight, linear layers) set to
+    ``theta`` and its batch norm left as built."""
+    net = tiny_batchnorm_net()
+    params = [net[0].weight, net[5].weight, net[5].bias, net[7].weight, net[7].bias]
+    torch.nn.utils.vector_to_parameters(theta, params)
+    return net
+
+
+@pytest.mark.parametrize("structure", ["diag", "kfac", "ekfac"])
+def test_batchnorm_net_samples_have_the_inverse_dense_precision_as_covariance(
+        batchnorm_data, structure):
+    base = tiny_batchnorm_net()
+    method = TemperedLaplace(structure=structure, fisher_type="type-2", batch_size=4,
+                             prior_precision=0.5, n_samples=20000)
+    method.fit(batchnorm_data, seed=0, base=base)
+    dense = {"diag": lambda m: torch.diag(m.diagonal()),
+             "kfac": lambda m: m.to_dense(), "ekfac": lambda m: m.to_dense()}[structure]
+    assert method.curvature.n_params == 81
+    if structure == "diag":
+        torch.testing.assert_close(method.curvature.diagonal(),
+                                   dense_ggn(base, batchnorm_data.train_inputs).diagonal())
+    for temperature in (0.1, 3.0):
+        precision = (temperature * dense(method.curvature)
+                     + 0.5 * torch.eye(81, dtype=torch.float64))
+        draws = method.parameter_draws(temperature) - method.theta_map
+        deviation = whitened_covariance(draws, precision) - torch.eye(81)
+        assert deviation.abs().max() < 0.06, (structure, temperature)
+
+
+def test_batchnorm_net_predictive_perturbs_only_the_curvature_layers(batchnorm_data):
+    base = tiny_batchnorm_net()
+    before = {k: v.clone() for k, v in base.state_dict().items()}
+    method = TemperedLaplace(structure="kfac", fisher_type="type-2", prior_precision=0.5,
+                             n_samples=4, predict_batch_size=4)
+    method.fit(batchnorm_data, seed=0, base=base)
+    x = batchnorm_data.train_inputs
+    predictive = method.predict_tempered(x, [0.3])[0.3]
+    expected = torch.stack([torch.softmax(with_weights(theta)(x), -1).detach()
+                            for theta in method.parameter_draws(0.3)]).mean(0)
+    torch.testing.assert_close(predictive.probs, expected)
+    assert not method.model.training
+    for model in (base, method.model):
+        for key, value in model[1].state_dict().items():
+            torch.testing.assert_close(value, before[f"1.{key}"], rtol=0, atol=0)
+
+
+def test_batchnorm_net_vectorised_draws_match_one_network_per_draw():
+    net = tiny_batchnorm_net()
+    x = torch.randn(5, 1, 5, 5, dtype=torch.float64)
+    thetas = torch.randn(3, 81, dtype=torch.float64)
+    expected = torch.stack([torch.softmax(with_weights(t)(x), -1).detach() for t in thetas])
+    for vectorise in (True, False):
+        torch.testing.assert_close(sampled_probabilities(net, thetas, x, 2, vectorise),
+                                   expected.mean(0))

@@ -115,3 +115,20 @@ def test_bad_names_and_options_are_one_line_config_errors():
         build_classifier("lenet7", make_generator(0))
     with pytest.raises(ConfigError, match="model.dropout=0.1 is not an option of lenet5; its"):
         build_classifier("lenet5", make_generator(0), dropout=0.1)
+
+
+def test_scaled_resnet18_keeps_torchvision_layout():
+    from torchvision.models import resnet18
+
+    from bench.models.classifiers import _scaled_resnet18
+
+    full = [(k, tuple(v.shape)) for k, v in resnet18(num_classes=10).state_dict().items()]
+    same_width = _scaled_resnet18(10, 3, 64).state_dict()
+    assert [(k, tuple(v.shape)) for k, v in same_width.items()] == full
+    narrow = build_classifier("resnet18", make_generator(0), width=8)
+    # Widths 8, 16, 32, 64: convs after the stem (11,166,912 - 9,408 weights at width 64) get
+    # (1/8)^2 of them, the stem 8 * 3 * 49, batch norm 9,600 / 8, the head 64 * 10 + 10:
+    # 174,336 + 1,176 + 1,200 + 650.
+    assert dict(narrow.named_parameters())["layer4.1.conv2.weight"].shape == (64, 64, 3, 3)
+    assert narrow(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
+    assert count_parameters(narrow) == 177_362

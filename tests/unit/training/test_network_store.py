@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import multiprocessing
 
@@ -226,3 +227,55 @@ def test_unknown_keys_in_a_recipe_dict_and_mismatched_data_are_config_errors(tmp
     with pytest.raises(ConfigError, match="recipe.num_classes=10 needs int64 labels"):
         trained_network(tiny_recipe(), 0, images, out_of_range, tmp_path)
     assert not (tmp_path / "networks").exists()
+
+
+def pretrained_file(tmp_path, num_classes=7, seed=11):
+    """A lenet_redux state dict with a ``num_classes``-way head, saved as a weights file."""
+    from bench.models.classifiers import build_classifier
+
+    net = build_classifier("lenet_redux", make_generator(seed), num_classes=num_classes)
+    path = tmp_path / f"pretrained-{seed}.pt"
+    torch.save(net.state_dict(), path)
+    return path, net.state_dict()
+
+
+def test_pretrained_weights_enter_the_hash_by_content_not_path(tmp_path):
+    path, _ = pretrained_file(tmp_path)
+    copy = tmp_path / "elsewhere" / "copy.pt"
+    copy.parent.mkdir()
+    copy.write_bytes(path.read_bytes())
+    other, _ = pretrained_file(tmp_path, seed=12)
+    plain = recipe_hash(tiny_recipe())
+    from_path, from_copy, from_other = (recipe_hash(tiny_recipe(pretrained=str(p)))
+                                        for p in (path, copy, other))
+    assert from_path == from_copy and len({plain, from_path, from_other}) == 3
+    recipe = tiny_recipe(pretrained=str(path))
+    assert recipe.to_dict()["pretrained"] == {
+        "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    assert "pretrained" not in tiny_recipe().to_dict()
+    assert recipe_hash(TrainingRecipe.from_dict(recipe.to_dict())) == from_path
+
+
+def test_training_starts_from_the_pretrained_weights_with_a_fresh_head(tmp_path):
+    path, saved = pretrained_file(tmp_path)
+    images, labels = tiny_data()
+    # One SGD epoch at a negligible learning rate: the trained network is its start.
+    stage = TrainingStage(epochs=1, lr=1e-12, batch_size=16, optimizer="sgd")
+    recipe = tiny_recipe(stages=(stage,), pretrained=str(path))
+    network = trained_network(recipe, 0, images, labels, tmp_path / "results")
+    fresh = trained_network(tiny_recipe(stages=(stage,)), 0, images, labels,
+                            tmp_path / "results")
+    ours = weights(network)
+    head = [k for k in ours if saved[k].shape != ours[k].shape]
+    assert head == ["head.4.weight", "head.4.bias"]
+    for key, value in ours.items():
+        expected = weights(fresh)[key] if key in head else saved[key]
+        torch.testing.assert_close(value, expected, rtol=0, atol=1e-9)
+    history = json.loads((network.path / "history.json").read_text())
+    assert history["initial_weights"]["kept_fresh"] == head
+
+
+def test_a_missing_pretrained_file_is_one_line_naming_the_key(tmp_path):
+    with pytest.raises(ConfigError, match=r"^recipe.pretrained='.*nope.pt': no such weights "
+                                          r"file"):
+        tiny_recipe(pretrained=str(tmp_path / "nope.pt"))
