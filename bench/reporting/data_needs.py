@@ -20,12 +20,18 @@ from bench.reporting.targets import paper_values
 NEEDS_DATA = "needs data"
 
 
+# Reports are committed: folders are named relative to the data root, not this machine's path.
+SHOWN_ROOT = "$BENCH_DATA_DIR"
+
+
 def missing_data(spec: ArtifactSpec, root: str | Path | None = None) -> list[str]:
-    """One line per data set of ``spec.needs_data`` whose files are missing (empty: all there)."""
+    """One line per data set of ``spec.needs_data`` whose files are missing under ``root``
+    (default: the data root), naming the files and their folder under ``$BENCH_DATA_DIR``;
+    empty when everything is there."""
     lines = []
     for need in spec.needs_data:
         if any(find_image_files(need.name, split, root) is None for split in need.splits):
-            lines.append(missing_files_message(need.name, need.splits, root))
+            lines.append(missing_files_message(need.name, need.splits, SHOWN_ROOT))
     return lines
 
 
