@@ -117,10 +117,10 @@ def run_job(cfg: DictConfig, cli_overrides: list[str] | None = None) -> tuple[st
             hint = " (rerun_failed=true runs it again)" if existing["status"] == "failed" else ""
             logger.info("skip %s [%s] %s%s", cfg.name, existing["status"], folder, hint)
             return "skipped", existing
-    require_writable(folder)
     check_task_inputs(cfg, hydra.utils.get_method(cfg.task._target_), CONF_DIR)
     check_dataset_node(cfg)
     check_method_node(cfg)
+    require_writable(folder)
 
     quiet_libraries(bool(cfg.get("verbose", False)))
     with job_log(folder) as log_path:
@@ -170,12 +170,13 @@ def check_dataset_node(cfg: DictConfig) -> None:
 
 
 def check_method_node(cfg: DictConfig) -> None:
-    """Build the method node (each of its variants) once before the task, so the class's own
-    checks (known structures, positive temperatures) stop a bad value with one line."""
+    """Build the method node as it is and each of its variants once before the task, so the
+    class's own checks (known structures, positive temperatures) stop a bad value with one
+    line (tasks use either the node or its variants)."""
     node = cfg.get("method")
     if node is None or "_target_" not in node:
         return
-    for arguments in method_variants(node).values():
+    for arguments in ({}, *method_variants(node).values()):
         try:
             instantiate_method(node, **arguments)
         except Exception as err:  # noqa: BLE001 - only a ConfigError in the chain is the user's
