@@ -7,7 +7,9 @@ one fixed set of standard-normal draws reused for every temperature, and the NN-
 predictive ``mean_s softmax(f(x; theta_s))`` on the in-distribution test set and on each OOD set
 (:class:`bench.methods.laplace.tempered.TemperedLaplace`).
 
-One job = (structure, seed). Cells: row = structure (Diag, KFAC, EKFAC), columns
+One job = (structure, prior precision, seed). Cells: row = structure (Diag, KFAC, EKFAC; a
+prior precision other than the experiment's ``main_prior_precision`` is marked in the row, e.g.
+``Diag (delta=1)``), columns
 ``<set>/<metric>@T=<T>`` for ``<set>`` the in-distribution set (``accuracy``, ``entropy``,
 ``nll``, ``ece``) and every OOD set (``entropy``, ``auroc``); K-FAC jobs add the paper's text
 cell ``<network>/<data> KFAC (last layer)``, ``hessian_frobenius_norm``. Arrays ``temperatures`` and
@@ -60,6 +62,13 @@ def temperature_column(data_set: str, metric: str, temperature: float) -> str:
     return f"{data_set}/{metric}@T={temperature:g}"
 
 
+def structure_row(structure: str, prior_precision: float, main_prior_precision: float) -> str:
+    """The structure's paper name; a sensitivity run at another prior precision is marked,
+    e.g. ``Diag (delta=1)``."""
+    row = STRUCTURE_ROWS[structure]
+    return row if prior_precision == main_prior_precision else f"{row} (delta={prior_precision:g})"
+
+
 def network_recipe(node: DictConfig, data: ImageClassificationData, n_train: int
                    ) -> TrainingRecipe:
     """The experiment's ``network`` node (model and stages) with the training data it sees."""
@@ -104,7 +113,8 @@ def run(cfg: DictConfig) -> TaskResult:
                              base=stored.module)
     result.timings["fit_s"] = watch.elapsed()
     result.fitted.update(diagnostics)
-    row = STRUCTURE_ROWS[method.structure]
+    row = structure_row(method.structure, method.prior_precision,
+                        float(cfg.get("main_prior_precision", method.prior_precision)))
     result.metrics["last_layer_frobenius_norm"] = float(diagnostics["last_layer_frobenius_norm"])
     if isinstance(method.curvature, Kronecker):
         model, images = (PAPER_NAMES.get(n, n) for n in (recipe.model, data.images))
