@@ -19,6 +19,7 @@ from torch import Tensor
 from bench.curvature.base import Curvature
 from bench.curvature.dense import BlockDiagonal
 from bench.curvature.kronecker import Kronecker, layer_matrix, layer_vector
+from bench.curvature.linalg import symmetric_eigh
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ class EigenKronecker(Curvature):
         with ``kfac``'s scale and shift."""
         layers = []
         for a, g in kfac.factors:
-            (la, qa), (lg, qg) = torch.linalg.eigh(a), torch.linalg.eigh(g)
+            (la, qa), (lg, qg) = symmetric_eigh(a), symmetric_eigh(g)
             layers.append((qa, qg, torch.outer(lg.clamp(min=0), la.clamp(min=0))))
         return cls(tuple(layers), kfac.biases, scale=kfac.scale, shift=kfac.shift)
 

@@ -17,6 +17,7 @@ from torch import Tensor
 
 from bench.curvature.base import Curvature, GGNBackend
 from bench.curvature.dense import BlockDiagonal
+from bench.curvature.linalg import symmetric_eigh
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ class Kronecker(Curvature):
 
     @cached_property
     def _eigen(self) -> list[tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]]:
-        return [(torch.linalg.eigh(a), torch.linalg.eigh(g)) for a, g in self.factors]
+        return [(symmetric_eigh(a), symmetric_eigh(g)) for a, g in self.factors]
 
     def _per_layer(self, v: Tensor, transform) -> Tensor:
         """``transform(V, (la, qa), (lg, qg))`` on each layer's matrix of ``v`` ``[..., q]``."""

@@ -55,6 +55,7 @@ from bench.curvature.dense import BlockDiagonal
 from bench.curvature.diagonal import Diagonal
 from bench.curvature.eigen_kronecker import EigenKronecker
 from bench.curvature.kronecker import Kronecker, layer_vector
+from bench.curvature.linalg import symmetric_eigh
 from bench.harness.errors import ConfigError, require_choice, require_positive
 
 STRUCTURES = ("diag", "kfac", "ekfac", "bdiag")
@@ -284,7 +285,7 @@ def _structured_curvature(structure: str, layers: list[CurvatureLayer],
     kfac = Kronecker(tuple(_accumulate_kronecker(passes(), len(layers))), biases)
     if structure == "kfac":
         return kfac
-    bases = [(torch.linalg.eigh(a).eigenvectors, torch.linalg.eigh(g).eigenvectors)
+    bases = [(symmetric_eigh(a)[1], symmetric_eigh(g)[1])
              for a, g in kfac.factors]
     eigenvalues = _accumulate_eigenvalues(passes(), bases)
     return EigenKronecker(tuple((u_a, u_g, s) for (u_a, u_g), s in
