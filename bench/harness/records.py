@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -166,7 +167,7 @@ def unwritable_reason(folder: Path) -> str | None:
     """Create ``folder`` and write a probe file in it; why that failed, or None if it worked."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".write-probe-{os.getpid()}"
+        probe = folder / f".write-probe-{os.getpid()}-{threading.get_ident()}"
         probe.touch()
         probe.unlink()
     except OSError as err:
