@@ -26,13 +26,13 @@ from omegaconf import DictConfig
 from torch import Tensor
 
 from bench.datasets.cubic import CubicToyData
+from bench.datasets.training_set import TrainingSet
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
 from bench.methods.base import instantiate_method, method_variants
 from bench.methods.laplace.tempered import TemperedLaplace
 from bench.models.mlp import MLPShape, init_parameters
-from bench.tasks.tempered_classification import TrainingSet
 from bench.training.loop import TrainingConfig, fit_parameters
 
 

@@ -20,17 +20,16 @@ and the "paper-like" accumulation of reproduction notes section 7.6).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
-from torch import Tensor
 
 from bench.curvature.kfac_scaling import paper_like_frobenius_norm
 from bench.curvature.kronecker import Kronecker
 from bench.datasets.image_classification import ImageClassificationData
+from bench.datasets.training_set import TrainingSet
 from bench.harness.errors import require_positive
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
@@ -47,14 +46,6 @@ PAPER_NAMES = {"lenet5": "LeNet-5", "resnet18": "ResNet-18", "mnist": "MNIST",
                "cifar10": "CIFAR-10"}
 IN_DISTRIBUTION_METRICS = ("accuracy", "entropy", "nll", "ece")
 OOD_METRICS = ("entropy", "auroc")
-
-
-@dataclass(frozen=True)
-class TrainingSet:
-    """The training tensors a classification method fits its curvature on."""
-
-    train_inputs: Tensor
-    train_labels: Tensor
 
 
 def temperature_column(data_set: str, metric: str, temperature: float) -> str:
@@ -109,8 +100,9 @@ def run(cfg: DictConfig) -> TaskResult:
 
     method = instantiate_method(cfg.method)
     watch = Stopwatch()
-    diagnostics = method.fit(TrainingSet(splits.x_train, splits.y_train), seed,
-                             base=stored.module)
+    training = TrainingSet(splits.x_train, splits.y_train, data.images, data.normalisation,
+                           str(cfg.results_dir), str(cfg.device))
+    diagnostics = method.fit(training, seed, base=stored.module)
     result.timings["fit_s"] = watch.elapsed()
     result.fitted.update(diagnostics)
     row = structure_row(method.structure, method.prior_precision,

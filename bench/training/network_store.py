@@ -21,15 +21,12 @@ it saved. Readers never see half a network, because the final folder appears by 
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
 import os
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -42,6 +39,7 @@ from bench.harness.overrides import default_results_dir
 from bench.harness.rng import derived_seed, make_generator
 from bench.models.classifiers import CLASSIFIERS, build_classifier
 from bench.training.classifier import ClassifierCheckpoint, TrainingStage, train_classifier
+from bench.training.stored_files import exclusive_lock, save_atomically, write_json
 
 logger = logging.getLogger("bench.training")
 
@@ -264,7 +262,7 @@ def trained_network(recipe: TrainingRecipe, seed: int, train_images: Tensor,
     _check_data(recipe, train_images, train_labels)
     if (final / WEIGHTS_NAME).exists():
         return load_network(final, recipe, seed, device)
-    with _exclusive_lock(final.with_name(f"{final.name}.lock")):
+    with exclusive_lock(final.with_name(f"{final.name}.lock")):
         if (final / WEIGHTS_NAME).exists():
             return load_network(final, recipe, seed, device)
         return _train_and_store(recipe, seed, train_images, train_labels, final, device,
@@ -274,6 +272,12 @@ def trained_network(recipe: TrainingRecipe, seed: int, train_images: Tensor,
 def load_network(path: Path, recipe: TrainingRecipe, seed: int,
                  device: str | torch.device | None = None) -> StoredNetwork:
     """The stored network in ``path`` (a finished ``seed-<seed>`` folder), on ``device``."""
+    saved = json.loads((path / RECIPE_NAME).read_text(encoding="utf-8"))
+    if saved != recipe.to_dict():
+        raise ConfigError(f"{path / WEIGHTS_NAME}: its recipe.json (hash "
+                          f"{recipe_hash(TrainingRecipe.from_dict(saved))}) does not match the "
+                          f"config's recipe (hash {recipe_hash(recipe)}); move the folder away "
+                          "to retrain")
     module = _fresh_network(recipe, seed)
     state = torch.load(path / WEIGHTS_NAME, map_location="cpu", weights_only=True)
     module.load_state_dict(state)
@@ -343,7 +347,7 @@ def _train_and_store(recipe: TrainingRecipe, seed: int, images: Tensor, labels: 
                     resume.loop.epochs_done)
 
     def save_checkpoint(checkpoint: ClassifierCheckpoint) -> None:
-        _save_atomically(checkpoint_path, lambda f: torch.save(checkpoint.to_dict(), f))
+        save_atomically(checkpoint_path, lambda f: torch.save(checkpoint.to_dict(), f))
         if on_epoch_end is not None:
             on_epoch_end(checkpoint)
 
@@ -362,9 +366,9 @@ def _train_and_store(recipe: TrainingRecipe, seed: int, images: Tensor, labels: 
         resume=resume, desc=f"{recipe.model}/{recipe.dataset.name} seed {seed}")
     seconds = time.perf_counter() - started
     state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
-    _save_atomically(partial / WEIGHTS_NAME, lambda f: torch.save(state, f))
-    _write_json(partial / RECIPE_NAME, recipe.to_dict())
-    _write_json(partial / HISTORY_NAME, {
+    save_atomically(partial / WEIGHTS_NAME, lambda f: torch.save(state, f))
+    write_json(partial / RECIPE_NAME, recipe.to_dict())
+    write_json(partial / HISTORY_NAME, {
         "recipe_hash": recipe_hash(recipe), "seed": seed, "device": str(device),
         "torch": torch.__version__, "seconds_this_run": seconds,
         "seconds_all_epochs": sum(epoch["seconds"] for epoch in history), "epochs": history,
@@ -374,40 +378,3 @@ def _train_and_store(recipe: TrainingRecipe, seed: int, images: Tensor, labels: 
     checkpoint_path.unlink(missing_ok=True)
     os.rename(partial, final)
     return StoredNetwork(module.eval(), recipe_hash(recipe), final, history, reused=False)
-
-
-def _write_json(path: Path, values: dict) -> None:
-    text = json.dumps(values, indent=1, sort_keys=True)
-    _save_atomically(path, lambda f: f.write(text.encode("utf-8")))
-
-
-def _save_atomically(path: Path, write: Callable[[Any], None]) -> None:
-    """``write(file)`` into a temporary file beside ``path``, flushed, then ``os.replace``."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-@contextmanager
-def _exclusive_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``path`` (created if absent), waiting for it if another
-    process holds it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            logger.info("waiting for another process training %s", path.with_suffix(""))
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
