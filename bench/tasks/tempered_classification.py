@@ -20,11 +20,9 @@ and the "paper-like" accumulation of reproduction notes section 7.6).
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from bench.curvature.kfac_scaling import paper_like_frobenius_norm
 from bench.curvature.kronecker import Kronecker
@@ -38,7 +36,7 @@ from bench.methods.base import instantiate_method
 from bench.methods.laplace.tempered import TemperedLaplace
 from bench.metrics.classification import accuracy, classification_metrics
 from bench.predictive.categorical import Categorical
-from bench.training.network_store import TrainingRecipe, trained_network
+from bench.training.network_store import TrainingRecipe, recipe_for, trained_network
 
 STRUCTURE_ROWS = {"diag": "Diag", "kfac": "KFAC", "ekfac": "EKFAC", "bdiag": "B-Diag"}
 # How the paper names networks and data sets in its text (the KFAC-norm cell's row).
@@ -63,13 +61,8 @@ def structure_row(structure: str, prior_precision: float, main_prior_precision: 
 def network_recipe(node: DictConfig, data: ImageClassificationData, n_train: int
                    ) -> TrainingRecipe:
     """The experiment's ``network`` node (model and stages) with the training data it sees."""
-    values: dict[str, Any] = OmegaConf.to_container(node, resolve=True)
-    values.pop("_target_", None)
-    values["dataset"] = {"name": data.images, "preprocessing": data.normalisation,
-                         "image_shape": list(data.input_shape), "train_size": n_train}
-    recipe = TrainingRecipe.from_dict(values)
-    recipe.check()
-    return recipe
+    return recipe_for(node, {"name": data.images, "preprocessing": data.normalisation,
+                             "image_shape": list(data.input_shape), "train_size": n_train})
 
 
 def initial_weights(recipe: TrainingRecipe) -> str:

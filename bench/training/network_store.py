@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 
 from bench.harness.errors import ConfigError, require_choice
@@ -198,6 +199,22 @@ class TrainingRecipe:
                    num_classes=values.get("num_classes", 10),
                    model_options=dict(values.get("model_options") or {}),
                    pretrained=PretrainedWeights.from_value(values.get("pretrained")))
+
+
+def recipe_for(node: Any, identity: dict) -> TrainingRecipe:
+    """The recipe of an experiment's ``network`` node (model, options and stages, as a dict or
+    a config node; a ``_target_`` key is ignored) trained on the data ``identity`` (name,
+    preprocessing, image_shape, train_size, e.g. :meth:`TrainingSet.identity`)."""
+    if isinstance(node, TrainingRecipe):
+        values = node.to_dict()
+    else:
+        values = (OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig)
+                  else dict(node))
+    values.pop("_target_", None)
+    values["dataset"] = dict(identity)
+    recipe = TrainingRecipe.from_dict(values)
+    recipe.check()
+    return recipe
 
 
 def _positive_int(value: Any) -> bool:

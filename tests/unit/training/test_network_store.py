@@ -9,6 +9,7 @@ import multiprocessing
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 import bench.training.network_store as store
 from bench.harness.errors import ConfigError
@@ -19,6 +20,7 @@ from bench.training.network_store import (
     TrainingRecipe,
     lenet5_mnist_recipe,
     network_dir,
+    recipe_for,
     recipe_hash,
     trained_network,
 )
@@ -279,3 +281,14 @@ def test_a_missing_pretrained_file_is_one_line_naming_the_key(tmp_path):
     with pytest.raises(ConfigError, match=r"^recipe.pretrained='.*nope.pt': no such weights "
                                           r"file"):
         tiny_recipe(pretrained=str(tmp_path / "nope.pt"))
+
+
+def test_recipe_for_a_network_node_adds_the_data_identity():
+    node = {"_target_": "bench.training.network_store.TrainingRecipe.from_dict",
+            "model": "lenet_redux", "num_classes": 10,
+            "stages": [stage.to_dict() for stage in tiny_recipe().stages]}
+    identity = {"name": "random", "preprocessing": "uniform", "image_shape": [1, 28, 28],
+                "train_size": N}
+    assert recipe_for(node, identity) == tiny_recipe()
+    assert recipe_hash(recipe_for(OmegaConf.create(node), identity)) == recipe_hash(tiny_recipe())
+    assert "_target_" in node
