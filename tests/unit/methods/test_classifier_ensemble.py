@@ -1,0 +1,81 @@
+"""DE: member 0 is the base, members k >= 1 are the same recipe from derived seeds in the
+network store, the predictive is the mean of the members' softmaxes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bench.datasets.training_set import TrainingSet
+from bench.harness.errors import ConfigError
+from bench.harness.rng import derived_seed, make_generator
+from bench.methods.baselines.classifier_ensemble import ClassifierEnsemble, member_seed
+from bench.training.network_store import network_dir, recipe_for, trained_network
+
+N = 20
+NETWORK = {"_target_": "bench.training.network_store.TrainingRecipe.from_dict",
+           "model": "mlp", "num_classes": 10,
+           "stages": [{"epochs": 1, "lr": 1e-3, "batch_size": 10, "optimizer": "adam"}]}
+
+
+def tiny_data(tmp_path) -> TrainingSet:
+    g = make_generator(0)
+    return TrainingSet(torch.rand(N, 1, 28, 28, generator=g),
+                       torch.randint(0, 10, (N,), generator=g), name="random",
+                       preprocessing="uniform", results_dir=str(tmp_path))
+
+
+def stored_base(data: TrainingSet, seed: int):
+    recipe = recipe_for(NETWORK, data.identity())
+    return trained_network(recipe, seed, data.train_inputs, data.train_labels, data.results_dir)
+
+
+def test_member_zero_is_the_base_and_the_predictive_is_the_mean_softmax(tmp_path):
+    data = tiny_data(tmp_path)
+    base = stored_base(data, seed=6)
+    method = ClassifierEnsemble(members=3, network=NETWORK, predict_batch_size=4)
+    diagnostics = method.fit(data, seed=6, base=base)
+    assert method.networks[0] is base.module
+    assert diagnostics["member_seeds"] == [6, derived_seed([6, 1]), derived_seed([6, 2])]
+    recipe = recipe_for(NETWORK, data.identity())
+    for k in (1, 2):
+        assert (network_dir(tmp_path, recipe, member_seed(6, k)) / "weights.pt").exists()
+    x = torch.rand(9, 1, 28, 28, generator=make_generator(1))
+    with torch.no_grad():
+        expected = torch.stack([torch.softmax(net(x), -1) for net in method.networks]).mean(0)
+    assert torch.allclose(method.predict(x).probs, expected, atol=1e-6)
+    assert not torch.allclose(method.networks[1](x), method.networks[2](x))
+    tensors = method.stored_tensors()
+    assert len(tensors) == 3 * len(base.module.state_dict())
+    for name, tensor in method.networks[2].state_dict().items():
+        assert torch.equal(tensors[f"member2.{name}"], tensor)
+
+
+def test_members_are_stored_and_reused(tmp_path):
+    data = tiny_data(tmp_path)
+    base = stored_base(data, seed=6)
+    first = ClassifierEnsemble(members=2, network=NETWORK).fit(data, seed=6, base=base)
+    second = ClassifierEnsemble(members=2, network=None).fit(data, seed=6, base=base)
+    assert first["members_trained_now"] == [1] and second["members_trained_now"] == []
+    assert first["recipe_hash"] == second["recipe_hash"] == base.recipe_hash
+
+
+def test_a_network_node_other_than_the_base_recipe_is_a_config_error(tmp_path):
+    data = tiny_data(tmp_path)
+    base = stored_base(data, seed=6)
+    other = NETWORK | {"stages": [{"epochs": 2, "lr": 1e-3, "batch_size": 10}]}
+    with pytest.raises(ConfigError, match="^method.network gives recipe hash"):
+        ClassifierEnsemble(members=2, network=other).fit(data, seed=6, base=base)
+
+
+def test_without_a_network_node_the_base_must_be_a_stored_network(tmp_path):
+    base = torch.nn.Linear(784, 10)
+    with pytest.raises(ConfigError, match="^method.network is null"):
+        ClassifierEnsemble(members=2).fit(tiny_data(tmp_path), seed=6, base=base)
+
+
+@pytest.mark.parametrize(("key", "value"), [("members", 0), ("predict_batch_size", 1.5),
+                                            ("network", "lenet_redux")])
+def test_bad_values_name_the_key(key, value):
+    with pytest.raises(ConfigError, match=f"^method.{key}="):
+        ClassifierEnsemble(**{key: value})
