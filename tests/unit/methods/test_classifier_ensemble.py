@@ -9,8 +9,10 @@ import torch
 from bench.datasets.training_set import TrainingSet
 from bench.harness.errors import ConfigError
 from bench.harness.rng import derived_seed, make_generator
+from bench.methods.base import instantiate_method
 from bench.methods.baselines.classifier_ensemble import ClassifierEnsemble, member_seed
 from bench.training.network_store import network_dir, recipe_for, trained_network
+from tests.helpers import compose_config
 
 N = 20
 NETWORK = {"_target_": "bench.training.network_store.TrainingRecipe.from_dict",
@@ -79,3 +81,14 @@ def test_without_a_network_node_the_base_must_be_a_stored_network(tmp_path):
 def test_bad_values_name_the_key(key, value):
     with pytest.raises(ConfigError, match=f"^method.{key}="):
         ClassifierEnsemble(**{key: value})
+
+
+def test_the_config_passes_the_experiments_network_node_as_a_plain_dict():
+    network = ("+network={_target_: bench.training.network_store.TrainingRecipe.from_dict, "
+               "model: mlp, stages: [{epochs: 1, lr: 0.001, batch_size: 8}]}")
+    method = instantiate_method(compose_config(["method=classifier_ensemble", network]).method)
+    assert isinstance(method, ClassifierEnsemble) and method.members == 5
+    assert method.network == {"_target_": NETWORK["_target_"], "model": "mlp",
+                              "stages": [{"epochs": 1, "lr": 0.001, "batch_size": 8}]}
+    assert instantiate_method(compose_config(["method=classifier_ensemble"]).method
+                              ).network is None
