@@ -51,6 +51,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from bench.harness.errors import ConfigError, require_choice, require_positive
 from bench.harness.rng import make_generator
+from bench.metrics.memory import held_tensors
 from bench.predictive.categorical import Categorical
 
 SUBSETS = ("all", "last_layer")
@@ -60,6 +61,9 @@ PRED_TYPES = ("glm", "nn")
 LINK_APPROXIMATIONS = ("probit", "mc", "bridge", "bridge_norm")
 PRIOR_TUNINGS = ("fixed", "marglik")
 PRIOR_STRUCTURES = ("scalar", "layerwise", "diag")
+# Attributes of a fitted laplace-torch object that are not its state: ``data`` is the first
+# training batch, which last-layer Laplace keeps only to find the last layer (laplace-torch 0.3).
+NOT_STATE = ("data",)
 # (backend, structure, subset) combinations laplace-torch 0.3 cannot fit (None: any subset).
 UNSUPPORTED = {("BackPackEF", "kron", None): "BackPACK has no Kronecker-factored EF",
                ("AsdlEF", "full", "last_layer"): "laplace-torch 0.3 fails on it (shape error)"}
@@ -213,3 +217,12 @@ class LaplaceTorchClassifier:
                     generator=make_generator(self.seed, str(device))).mean(dim=0)
                     for chunk in chunks]
         return Categorical(torch.cat(probs).detach())
+
+    def stored_tensors(self) -> dict[str, Tensor]:
+        """Every tensor the fitted laplace-torch object holds, found by walking its attributes:
+        its copy of the network (parameters and buffers), the mean, the curvature (the full
+        or diagonal ``H``; for K-FAC the Kronecker factors ``H_facs`` and their
+        eigendecompositions ``H``), the prior precision and mean, the noise, the loss and any
+        cache (the full structure's posterior scale once ``predict`` has run). The first
+        training batch laplace-torch keeps (``la.data``) is data, not state: not counted."""
+        return held_tensors(self.la, "la", packages=("laplace",), skip=NOT_STATE)

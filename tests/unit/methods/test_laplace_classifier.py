@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from bench.harness.errors import ConfigError
 from bench.harness.rng import make_generator
 from bench.methods.laplace.classification import BACKENDS, LaplaceTorchClassifier
+from bench.metrics.memory import held_tensors, stored_bytes
 
 laplace = pytest.importorskip("laplace")
 
@@ -242,3 +243,40 @@ def test_bad_settings_are_one_line_config_errors_naming_the_key(settings, messag
     with pytest.raises(ConfigError, match=message) as error:
         LaplaceTorchClassifier(**settings)
     assert "\n" not in str(error.value)
+
+
+def storages(tensors: dict[str, Tensor]) -> set[int]:
+    return {t.untyped_storage().data_ptr() for t in tensors.values()}
+
+
+# tiny_network: conv 2*9 + 2, linear 32*5 + 5, last layer 5*3 + 3 = 203 parameters.
+N_NETWORK, N_LAST = 203, 18
+
+
+@pytest.mark.parametrize(("structure", "backend", "laplace_values"), [
+    # Kronecker factors from BackPack: weight 3x3 (outputs) and 5x5 (inputs), bias its own 3x3;
+    # their eigendecompositions: eigenvectors of the same sizes, 3 + 5 + 3 eigenvalues, and one
+    # delta per factor group (2).
+    ("kron", "BackPackGGN", (9 + 25 + 9) + (9 + 25 + 9) + (3 + 5 + 3) + 2),
+    # The 18 x 18 precision and the posterior scale the prediction caches.
+    ("full", "BackPackEF", 2 * N_LAST ** 2)])
+def test_stored_tensors_are_every_tensor_laplace_torch_keeps(data, test_inputs, structure,
+                                                              backend, laplace_values):
+    method, _ = fitted(data, hessian_structure=structure, backend=backend,
+                       prior_tuning="marglik", tune_steps=2)
+    method.predict(test_inputs)
+    tensors = method.stored_tensors()
+    # The network twice (laplace-torch keeps the parameters of the network it is given and
+    # works on its own deep copy), the last-layer mean, the curvature, and four scalars: prior
+    # precision, prior mean, noise, loss. All float64.
+    expected = 2 * N_NETWORK + N_LAST + laplace_values + 4
+    assert stored_bytes(tensors) == expected * 8
+    assert all(t.dtype == torch.float64 for t in tensors.values())
+    if structure == "kron":
+        assert [tuple(tensors[f"la.H_facs.kfacs.{i}"].shape) for i in ("0.0", "0.1", "1.0")] \
+            == [(3, 3), (5, 5), (3, 3)]
+    # laplace-torch's own state_dict (its checkpoint) holds nothing we miss, except the first
+    # training batch it keeps to find the last layer.
+    own = held_tensors({k: v for k, v in method.la.state_dict().items() if k != "data"})
+    assert storages(own) <= storages(tensors)
+    assert not storages(held_tensors(method.la.data)) & storages(tensors)

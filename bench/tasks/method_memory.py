@@ -1,0 +1,148 @@
+"""Memory of a method's state (Laplace Redux Table 5), measured from the real objects.
+
+One job = one method node; each of its variants is a row (``laplace_classifier``: LA and LA*).
+The job builds the method's real state on the experiment's ``network`` (WRN-16-4, 10 classes)
+without real training: the data set is a handful of generated images of CIFAR-10's shape
+(:mod:`bench.datasets.generated_images`), the base network is the ``network`` recipe trained
+for its (one) epoch on them, and ``memory.method_overrides[<method name>]`` cuts each method's
+training to the least that still yields a state of the paper's size (the counts that decide
+the size stay: 5 DE members, 40 SWAG snapshots of rank 40, 12 CSGHMC samples). Methods that
+build their own network (``network_model``/``network_options`` arguments: BBB, CSGHMC) get the
+experiment's. Each row is fitted on its own copy of the base network, predicts once on the test
+images (so lazily built caches exist, e.g. the full Laplace's posterior scale) and is measured
+by :func:`bench.metrics.memory.stored_bytes` over ``method.stored_tensors()``. Everything the
+methods store while fitting goes to a scratch folder under the results folder, removed after
+the job.
+
+Cells of row ``<row>`` (renamed by ``memory.paper_rows``, e.g. BBB -> VB as the paper's table
+names it): ``memory.column`` (decimal MB, e.g. ``mem_wrn16-4_cifar10``), ``bytes``,
+``buffers_mb`` (the part that is the network's buffers: BatchNorm running statistics and
+counters, which the paper's M, the parameter count, leaves out) and, for rows that have a
+formula in ``memory.analytic``, ``analytic_mb``: the paper's complexity ``c_M M + c_H2 H^2 +
+c_K2 K^2`` in the parameters' element size, with M the network's parameter count, H the last
+layer's input width and K the number of classes. ``fitted.parts_bytes[<row>]`` splits each row
+by where the tensors live (the first two components of their names, each storage counted once).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from torch import Tensor, nn
+
+from bench.datasets.generated_images import GeneratedImages
+from bench.datasets.training_set import TrainingSet
+from bench.harness.result import TaskResult
+from bench.harness.task_inputs import takes
+from bench.harness.timing import Stopwatch
+from bench.methods.base import instantiate_method, method_arguments, method_class, method_variants
+from bench.metrics.memory import analytic_count, megabytes, stored_bytes
+from bench.models.classifiers import count_parameters
+from bench.training.network_store import TrainingRecipe, trained_network
+
+PREPROCESSING = "standard_normal"
+
+
+def last_layer_width(network: nn.Module) -> int:
+    """Input width H of the network's last ``nn.Linear`` (its features)."""
+    linears = [m for m in network.modules() if isinstance(m, nn.Linear)]
+    if not linears:
+        raise ValueError(f"{type(network).__name__} has no nn.Linear layer")
+    return linears[-1].in_features
+
+
+def is_buffer(name: str, buffer_names: set[str]) -> bool:
+    """Whether a stored tensor's name ends with the full name of one of the network's buffers
+    (``members.3.features.1.bn1.running_mean`` ends with ``features.1.bn1.running_mean``)."""
+    return any(name == b or name.endswith(f".{b}") for b in buffer_names)
+
+
+def parts_bytes(tensors: dict[str, Tensor]) -> dict[str, int]:
+    """Bytes per part (the first two components of a tensor's name), each storage counted once,
+    in the part where it first appears."""
+    parts: dict[str, dict[str, Tensor]] = {}
+    counted: set[tuple[str, int]] = set()
+    for name, tensor in tensors.items():
+        key = (str(tensor.device), tensor.untyped_storage().data_ptr())
+        if key in counted:
+            continue
+        counted.add(key)
+        parts.setdefault(".".join(name.split(".")[:2]), {})[name] = tensor
+    return {part: stored_bytes(members) for part, members in parts.items()}
+
+
+def memory_method_node(cfg: DictConfig, recipe: TrainingRecipe) -> DictConfig:
+    """The method node with ``memory.method_overrides[<name>]`` merged in, and the experiment's
+    network for methods that build their own (``network_model`` / ``network_options``)."""
+    node = cfg.method
+    overrides = OmegaConf.to_container(cfg.memory.get("method_overrides") or {}, resolve=True)
+    extra: dict[str, Any] = dict(overrides.get(str(node.name)) or {})
+    accepted = method_arguments(method_class(node))
+    if "network_model" in accepted:
+        extra.setdefault("network_model", recipe.model)
+    if "network_options" in accepted:
+        extra.setdefault("network_options", dict(recipe.model_options))
+    return OmegaConf.merge(node, extra) if extra else node
+
+
+@takes(datasets=(GeneratedImages,))
+def run(cfg: DictConfig) -> TaskResult:
+    """Fit every row of the method node on generated images and measure its stored state."""
+    data: GeneratedImages = instantiate(cfg.dataset)
+    seed, device = int(cfg.seed), str(cfg.device)
+    memory = cfg.memory
+    splits = data.splits(seed)
+    values: dict[str, Any] = OmegaConf.to_container(cfg.network, resolve=True)
+    values["dataset"] = {"name": data.name, "preprocessing": PREPROCESSING,
+                         "image_shape": list(data.input_shape), "train_size": data.n_train}
+    recipe = TrainingRecipe.from_dict(values)
+    node = memory_method_node(cfg, recipe)
+    paper_rows = dict(memory.get("paper_rows") or {})
+    analytic = OmegaConf.to_container(memory.get("analytic") or {}, resolve=True)
+    result = TaskResult()
+    Path(cfg.results_dir).mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".memory-scratch-", dir=cfg.results_dir) as scratch:
+        watch = Stopwatch()
+        stored = trained_network(recipe, seed, splits.x_train, splits.y_train, scratch, device)
+        result.timings["network_s"] = watch.elapsed()
+        network = stored.module
+        n_parameters, hidden = count_parameters(network), last_layer_width(network)
+        element_size = next(network.parameters()).element_size()
+        buffer_names = {name for name, _ in network.named_buffers()}
+        result.fitted.update({"n_parameters": n_parameters, "last_layer_width": hidden,
+                              "num_classes": recipe.num_classes, "parameter_bytes": element_size,
+                              "n_buffer_values": sum(b.numel() for b in network.buffers()),
+                              "recipe_hash": stored.recipe_hash, "parts_bytes": {},
+                              "diagnostics": {}})
+        training = TrainingSet(splits.x_train, splits.y_train, data.name, PREPROCESSING,
+                               scratch, device)
+        for row, arguments in method_variants(node).items():
+            method = instantiate_method(node, **arguments)
+            base = (dataclasses.replace(stored, module=copy.deepcopy(network))
+                    if type(method).fits_on_base else None)
+            watch = Stopwatch()
+            diagnostics = method.fit(training, seed, base=base)
+            method.predict(splits.x_test)
+            result.timings[f"{row}/fit_predict_s"] = watch.elapsed()
+            tensors = method.stored_tensors()
+            n_bytes = stored_bytes(tensors)
+            buffers = stored_bytes({k: t for k, t in tensors.items()
+                                    if is_buffer(k, buffer_names)})
+            paper_row = str(paper_rows.get(row, row))
+            result.add(paper_row, str(memory.column), megabytes(n_bytes))
+            result.add(paper_row, "bytes", n_bytes)
+            result.add(paper_row, "buffers_mb", megabytes(buffers))
+            if paper_row in analytic:
+                count = analytic_count(analytic[paper_row], n_parameters, hidden,
+                                       recipe.num_classes)
+                result.add(paper_row, "analytic_mb", megabytes(int(count) * element_size))
+            result.fitted["parts_bytes"][paper_row] = parts_bytes(tensors)
+            result.fitted["diagnostics"][paper_row] = diagnostics
+            del method, base
+    return result

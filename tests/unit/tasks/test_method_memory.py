@@ -1,0 +1,48 @@
+"""Table 5's memory task: names of buffers and parts, and the MAP row of WRN-16-4 measured."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from bench.tasks.method_memory import is_buffer, last_layer_width, parts_bytes, run
+from tests.helpers import compose_config
+
+# WRN-16-4: 2,748,890 parameters; 13 BatchNorm layers, each a running mean and variance
+# (3,616 floats in all) and an int64 batch counter.
+WRN_PARAMETERS, WRN_BN_FLOATS, WRN_BN_LAYERS = 2_748_890, 3_616, 13
+
+
+def test_buffers_are_found_by_the_end_of_their_names():
+    names = {"features.1.bn1.running_mean", "bn.num_batches_tracked"}
+    assert is_buffer("members.3.features.1.bn1.running_mean", names)
+    assert is_buffer("bn.num_batches_tracked", names)
+    assert not is_buffer("features.1.bn1.running_mean_sq", names)
+    assert not is_buffer("xbn.num_batches_tracked", names)
+
+
+def test_parts_count_each_storage_once_where_it_first_appears():
+    weight, factor = torch.zeros(3, 4), torch.zeros(5, dtype=torch.float64)
+    tensors = {"la.model.fc.weight": weight, "la.params.0": weight.detach(),
+               "la.H.eigenvectors.0.0": factor, "la.mean": torch.zeros(2)}
+    assert parts_bytes(tensors) == {"la.model": 48, "la.H": 40, "la.mean": 8}
+
+
+def test_last_layer_width_is_the_input_of_the_last_linear():
+    network = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3))
+    assert last_layer_width(network) == 5
+
+
+def test_map_row_of_wrn16_4_is_its_parameters_and_batch_norm_buffers(tmp_path):
+    cfg = compose_config(["experiment=laplace_redux/table-5", "scale=cpu", "seed=6",
+                          "method=map_classifier", f"results_dir={tmp_path}"])
+    result = run(cfg)
+    cells = {(c.row, c.column): c.value for c in result.cells}
+    buffers = WRN_BN_FLOATS * 4 + WRN_BN_LAYERS * 8
+    assert cells[("MAP", "bytes")] == WRN_PARAMETERS * 4 + buffers
+    assert cells[("MAP", "mem_wrn16-4_cifar10")] == (WRN_PARAMETERS * 4 + buffers) / 1e6
+    assert cells[("MAP", "buffers_mb")] == buffers / 1e6
+    assert cells[("MAP", "analytic_mb")] == WRN_PARAMETERS * 4 / 1e6
+    assert result.fitted["n_parameters"] == WRN_PARAMETERS
+    assert result.fitted["last_layer_width"] == 256
+    assert [p.name for p in tmp_path.iterdir()] == []  # the scratch folder is gone
