@@ -104,6 +104,13 @@ def kl_divergence(network: nn.Module) -> Tensor:
                if isinstance(layer, FLIPOUT_LAYERS))
 
 
+def elbo_loss(network: nn.Module, x: Tensor, y: Tensor, n_data: int, kl_weight: float
+              ) -> Tensor:
+    """The minibatch objective: mean cross-entropy of one flipout sample of ``network`` on
+    ``(x, y)`` plus ``kl_weight * KL / n_data`` (the negative tempered ELBO per data point)."""
+    return F.cross_entropy(network(x), y) + kl_weight * kl_divergence(network) / n_data
+
+
 @dataclass
 class BayesByBackprop:
     """Mean-field Gaussian variational posterior by flipout, trained from scratch."""
@@ -181,8 +188,7 @@ class BayesByBackprop:
 
         def batch_loss(rows: Tensor) -> Tensor:
             rows = rows.to(device)
-            loss = (F.cross_entropy(network(images[rows]), labels[rows])
-                    + self.kl_weight * kl_divergence(network) / n)
+            loss = elbo_loss(network, images[rows], labels[rows], n, self.kl_weight)
             log.add(loss)
             return loss
 
