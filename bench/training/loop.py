@@ -1,6 +1,7 @@
 """One training loop for networks held as flat parameter tensors or as modules: the caller gives
 the parameters (leaf tensors, updated in place) and a loss closure over a batch of row indices;
-the loop owns the optimizer, the learning-rate schedule, the minibatch order, early stopping and a
+the loop owns the optimizer (unless the caller passes its own, e.g. a sampler's update rule), the
+learning-rate schedule (per epoch or per step), the minibatch order, early stopping and a
 progress bar over the epochs (:func:`bench.harness.progress.progress`, silent in CI). An
 ``on_epoch_end`` callback sees the optimizer and schedule after every epoch (to checkpoint them),
 and ``resume`` continues from such a checkpoint at epoch granularity."""

@@ -14,8 +14,11 @@ What the Laplace Redux code does, and this class by default (reproduction notes 
 * posterior init: means ~ N(``posterior_mu_init`` = 0, 0.1), rho ~ N(``posterior_rho_init`` =
   -3, 0.1), sigma = softplus(rho) (bayesian-torch's own init);
 * loss per minibatch: mean cross-entropy of one flipout sample + ``kl_weight`` (tau = 0.1) *
-  KL / N, where KL is bayesian-torch's ``get_kl_loss`` (sum over layers; bayesian-torch 0.5.0
-  averages the KL over the elements of each weight and bias tensor before that sum);
+  KL / N, where KL is bayesian-torch's ``get_kl_loss`` (``kl_reduction="mean"``): bayesian-torch
+  0.5.0 averages the KL over the elements of each weight and bias tensor, then sums those
+  averages over the layers. Whether the 2021 bayesian-torch the authors installed from git
+  did the same is not verified; ``kl_reduction="sum"`` gives the textbook KL, summed over every
+  weight;
 * Adam at ``lr`` 1e-3 without weight decay, cosine decay over every step of ``epochs`` (100)
   epochs, minibatches of 512;
 * predictive: the mean of ``n_samples`` (10) sampled softmaxes.
@@ -41,6 +44,7 @@ from bayesian_torch.layers import Conv2dFlipout, LinearFlipout
 from torch import Tensor, nn
 
 from bench.datasets.training_set import TrainingSet
+from bench.harness.errors import require_choice
 from bench.harness.rng import (
     global_rng_state,
     make_generator,
@@ -63,6 +67,14 @@ from bench.training.loop import LoopState, TrainingConfig, fit_parameters
 from bench.training.state_store import Checkpoints, stored_state
 
 FLIPOUT_LAYERS = (Conv2dFlipout, LinearFlipout)
+KL_REDUCTIONS = ("mean", "sum")
+# (posterior mean, posterior rho, prior mean, prior std) buffer names of a flipout layer.
+POSTERIOR_TENSORS = {
+    LinearFlipout: (("mu_weight", "rho_weight", "prior_weight_mu", "prior_weight_sigma"),
+                    ("mu_bias", "rho_bias", "prior_bias_mu", "prior_bias_sigma")),
+    Conv2dFlipout: (("mu_kernel", "rho_kernel", "prior_weight_mu", "prior_weight_sigma"),
+                    ("mu_bias", "rho_bias", "prior_bias_mu", "prior_bias_sigma")),
+}
 
 
 def flipout_layer(layer: nn.Conv2d | nn.Linear, prior_std: float, mu_init: float,
@@ -97,18 +109,33 @@ def to_flipout(network: nn.Module, prior_variance: float, mu_init: float,
     return network
 
 
-def kl_divergence(network: nn.Module) -> Tensor:
-    """The summed ``kl_loss()`` of the network's flipout layers (bayesian-torch's
-    ``get_kl_loss``)."""
-    return sum(layer.kl_loss() for layer in network.modules()
-               if isinstance(layer, FLIPOUT_LAYERS))
+def kl_divergence(network: nn.Module, reduction: str = "mean") -> Tensor:
+    """KL(q || prior) of the network's flipout layers.
+
+    ``"mean"``: bayesian-torch's ``get_kl_loss``, the sum over layers of ``kl_loss()``, which
+    averages the KL over the elements of the weight tensor and adds that of the bias tensor.
+    ``"sum"``: the KL summed over every weight and bias.
+    """
+    layers = [layer for layer in network.modules() if isinstance(layer, FLIPOUT_LAYERS)]
+    if reduction == "mean":
+        return sum(layer.kl_loss() for layer in layers)
+    total = 0
+    for layer in layers:
+        for names in POSTERIOR_TENSORS[type(layer)]:
+            mu, rho, prior_mu, prior_std = (getattr(layer, name) for name in names)
+            if mu is not None:
+                sigma = torch.log1p(torch.exp(rho))
+                total = total + layer.kl_div(mu, sigma, prior_mu, prior_std) * mu.numel()
+    return total
 
 
-def elbo_loss(network: nn.Module, x: Tensor, y: Tensor, n_data: int, kl_weight: float
-              ) -> Tensor:
+def elbo_loss(network: nn.Module, x: Tensor, y: Tensor, n_data: int, kl_weight: float,
+              kl_reduction: str = "mean") -> Tensor:
     """The minibatch objective: mean cross-entropy of one flipout sample of ``network`` on
-    ``(x, y)`` plus ``kl_weight * KL / n_data`` (the negative tempered ELBO per data point)."""
-    return F.cross_entropy(network(x), y) + kl_weight * kl_divergence(network) / n_data
+    ``(x, y)`` plus ``kl_weight * KL / n_data`` (the negative tempered ELBO per data point),
+    KL by :func:`kl_divergence` with ``kl_reduction``."""
+    return (F.cross_entropy(network(x), y)
+            + kl_weight * kl_divergence(network, kl_reduction) / n_data)
 
 
 @dataclass
@@ -123,6 +150,7 @@ class BayesByBackprop:
     posterior_mu_init: float = 0.0
     posterior_rho_init: float = -3.0
     kl_weight: float = 0.1
+    kl_reduction: str = "mean"
     lr: float = 1e-3
     epochs: int = 100
     batch_size: int = 512
@@ -142,11 +170,13 @@ class BayesByBackprop:
         for key in ("posterior_mu_init", "posterior_rho_init"):
             require_real(key, getattr(self, key))
         require_real("kl_weight", self.kl_weight, at_least=0)
+        require_choice("method.kl_reduction", self.kl_reduction, KL_REDUCTIONS)
 
     def recipe(self, data: TrainingSet) -> dict:
         """Everything that decides the trained posterior except the seed."""
         keys = ("network_model", "network_options", "num_classes", "prior_variance",
-                "posterior_mu_init", "posterior_rho_init", "kl_weight", "lr", "epochs",
+                "posterior_mu_init", "posterior_rho_init", "kl_weight", "kl_reduction", "lr",
+                "epochs",
                 "batch_size")
         return {"method": "bbb", **{k: getattr(self, k) for k in keys},
                 "optimizer": "adam", "schedule": "cosine per step", "data": data.identity()}
@@ -188,13 +218,14 @@ class BayesByBackprop:
 
         def batch_loss(rows: Tensor) -> Tensor:
             rows = rows.to(device)
-            loss = elbo_loss(network, images[rows], labels[rows], n, self.kl_weight)
+            loss = elbo_loss(network, images[rows], labels[rows], n, self.kl_weight,
+                             self.kl_reduction)
             log.add(loss)
             return loss
 
         def epoch_end(state: LoopState) -> None:
             with torch.no_grad():
-                kl = float(kl_divergence(network))
+                kl = float(kl_divergence(network, self.kl_reduction))
             log.close_epoch(state.epochs_done - 1, state.optimizer["param_groups"][0]["lr"],
                             kl=kl)
             checkpoints.save({"loop": asdict(state), "model": network.state_dict(),

@@ -50,7 +50,7 @@ def test_objective_is_mean_cross_entropy_plus_kl_weight_times_bayesian_torch_kl_
     assert float(get_kl_loss(network).detach()) > 0
 
 
-def test_prior_variance_is_a_variance_and_the_kl_averages_each_tensor():
+def test_prior_variance_is_a_variance_and_the_kl_averages_or_sums_each_tensor():
     layer = to_flipout(nn.Sequential(nn.Linear(3, 2)), 4.0, 0.0, -3.0)[0]
     assert isinstance(layer, LinearFlipout)
     with torch.no_grad():
@@ -62,6 +62,8 @@ def test_prior_variance_is_a_variance_and_the_kl_averages_each_tensor():
     constant = math.log(2) + 1 / 8 - 0.5
     weight_kl = constant + (0 + 1 + 4 + 0.25 + 0 + 0) / 6 / 8
     assert float(kl_divergence(layer).detach()) == pytest.approx(weight_kl + constant, rel=1e-6)
+    summed = 6 * constant + (0 + 1 + 4 + 0.25) / 8 + 2 * constant
+    assert float(kl_divergence(layer, "sum").detach()) == pytest.approx(summed, rel=1e-6)
 
 
 def test_predict_is_the_mean_of_sampled_softmaxes_from_the_sample_seed(tmp_path):
@@ -139,7 +141,7 @@ def test_stored_tensors_are_means_and_rhos_twice_the_network_size():
 
 @pytest.mark.parametrize(("key", "value"), [
     ("kl_weight", -0.1), ("prior_variance", 0.0), ("epochs", 0), ("n_samples", 1.5),
-    ("network_model", "vgg"), ("lr", float("nan"))])
+    ("network_model", "vgg"), ("lr", float("nan")), ("kl_reduction", "batchmean")])
 def test_a_bad_value_names_its_method_key(key, value):
     with pytest.raises(ConfigError, match=f"method.{key}"):
         BayesByBackprop(**{key: value})
