@@ -15,7 +15,7 @@ TRACKED_PACKAGES = (
     "nvidia-cublas", "nvidia-cudnn-cu13",
     "laplace-torch", "curvlinops-for-pytorch", "backpack-for-pytorch", "asdfghjkl",
     "lightning", "pytorch-lightning", "lightning-uq-box", "pyro-ppl", "optuna",
-    "hydra-core", "omegaconf", "laplace-bench",
+    "hydra-core", "omegaconf", "bayesian-torch", "laplace-bench",
 )
 
 

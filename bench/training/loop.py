@@ -1,6 +1,7 @@
 """One training loop for networks held as flat parameter tensors or as modules: the caller gives
 the parameters (leaf tensors, updated in place) and a loss closure over a batch of row indices;
-the loop owns the optimizer, the learning-rate schedule, the minibatch order, early stopping and a
+the loop owns the optimizer (unless the caller passes its own, e.g. a sampler's update rule), the
+learning-rate schedule (per epoch or per step), the minibatch order, early stopping and a
 progress bar over the epochs (:func:`bench.harness.progress.progress`, silent in CI). An
 ``on_epoch_end`` callback sees the optimizer and schedule after every epoch (to checkpoint them),
 and ``resume`` continues from such a checkpoint at epoch granularity."""
@@ -19,6 +20,7 @@ from bench.harness.progress import progress
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 SCHEDULES = ("none", "step", "cosine")
+SCHEDULE_UNITS = ("epoch", "step")
 ALL_ROWS = slice(None)
 
 
@@ -30,7 +32,10 @@ class TrainingConfig:
     draws ``torch.randperm(n_rows, generator=...)`` and steps on its consecutive chunks of
     ``batch_size`` rows, even when one chunk holds every row. ``schedule="step"`` multiplies
     the learning rate by ``step_factor`` every ``step_every`` epochs (StepLR); ``"cosine"``
-    anneals it to ``min_lr`` over ``max_epochs``. ``optimizer="sgd"`` uses ``momentum`` and
+    anneals it to ``min_lr`` over ``max_epochs``. ``schedule_unit="step"`` advances the schedule
+    after every optimizer step instead of every epoch: ``step_every`` then counts steps and
+    the cosine runs over ``max_epochs * ceil(n_rows / batch_size)`` steps (as the Laplace Redux
+    BBB code does). ``optimizer="sgd"`` uses ``momentum`` and
     ``nesterov`` (ignored by Adam and AdamW); ``weight_decay`` is the optimizer's own (L2 added
     to the gradient for Adam and SGD, decoupled for AdamW). ``patience``: stop once the
     validation objective has not improved for that many epochs (None: never);
@@ -43,6 +48,7 @@ class TrainingConfig:
     optimizer: str = "adam"
     weight_decay: float = 0.0
     schedule: str = "none"
+    schedule_unit: str = "epoch"
     step_every: int = 1
     step_factor: float = 0.1
     min_lr: float = 0.0
@@ -54,6 +60,7 @@ class TrainingConfig:
     def __post_init__(self) -> None:
         require_choice("training.optimizer", self.optimizer, OPTIMIZERS)
         require_choice("training.schedule", self.schedule, SCHEDULES)
+        require_choice("training.schedule_unit", self.schedule_unit, SCHEDULE_UNITS)
         if self.nesterov and (self.optimizer != "sgd" or self.momentum <= 0):
             raise ConfigError(f"training.nesterov=True needs optimizer='sgd' and momentum > 0, "
                               f"got optimizer={self.optimizer!r}, momentum={self.momentum!r}")
@@ -87,7 +94,8 @@ def fit_parameters(parameters: Sequence[Tensor], batch_loss: Callable[[Tensor | 
                    validation: Callable[[], Tensor | float] | None = None,
                    desc: str = "training",
                    on_epoch_end: Callable[[LoopState], None] | None = None,
-                   resume: LoopState | None = None) -> TrainingHistory:
+                   resume: LoopState | None = None,
+                   optimizer: torch.optim.Optimizer | None = None) -> TrainingHistory:
     """Minimise ``batch_loss(rows)`` over ``parameters`` by ``config``.
 
     ``rows`` is a LongTensor of row indices, or :data:`ALL_ROWS` (``slice(None)``) when
@@ -97,13 +105,21 @@ def fit_parameters(parameters: Sequence[Tensor], batch_loss: Callable[[Tensor | 
     after ``resume.epochs_done`` epochs with that optimizer and schedule state; the caller has
     restored the parameters and the generator, so the run continues exactly as it would have
     without the interruption (not with ``validation``, whose best epoch is not saved).
+    ``optimizer``: one the caller built over ``parameters`` (e.g. a sampler's update rule),
+    used instead of the one ``config`` names; ``config.lr``, ``optimizer``, ``weight_decay``
+    and ``momentum`` are then unused.
     """
     if config.batch_size is not None and generator is None:
         raise ValueError("minibatch training needs an explicit torch.Generator")
     if resume is not None and validation is not None:
         raise ValueError("resuming does not restore early-stopping state; pass no validation")
-    optimizer = _optimizer(parameters, config)
-    scheduler = None if config.schedule == "none" else _scheduler(optimizer, config)
+    if optimizer is None:
+        optimizer = _optimizer(parameters, config)
+    steps_per_epoch = (1 if config.batch_size is None
+                       else math.ceil(n_rows / config.batch_size))
+    scheduler = (None if config.schedule == "none"
+                 else _scheduler(optimizer, config, steps_per_epoch))
+    per_step = scheduler is not None and config.schedule_unit == "step"
     start = 0
     if resume is not None:
         optimizer.load_state_dict(resume.optimizer)
@@ -119,7 +135,9 @@ def fit_parameters(parameters: Sequence[Tensor], batch_loss: Callable[[Tensor | 
             optimizer.zero_grad()
             batch_loss(rows).backward()
             optimizer.step()
-        if scheduler is not None:
+            if per_step:
+                scheduler.step()
+        if scheduler is not None and not per_step:
             scheduler.step()
         stop = False
         if validation is not None:
@@ -152,8 +170,9 @@ def _optimizer(parameters: Sequence[Tensor], config: TrainingConfig) -> torch.op
     return optimizer_class(parameters, lr=config.lr, weight_decay=config.weight_decay)
 
 
-def _scheduler(optimizer: torch.optim.Optimizer, config: TrainingConfig):
+def _scheduler(optimizer: torch.optim.Optimizer, config: TrainingConfig, steps_per_epoch: int):
     schedulers = torch.optim.lr_scheduler
     if config.schedule == "step":
         return schedulers.StepLR(optimizer, config.step_every, config.step_factor)
-    return schedulers.CosineAnnealingLR(optimizer, config.max_epochs, eta_min=config.min_lr)
+    length = config.max_epochs * (steps_per_epoch if config.schedule_unit == "step" else 1)
+    return schedulers.CosineAnnealingLR(optimizer, length, eta_min=config.min_lr)

@@ -92,5 +92,5 @@ def test_records_track_locked_numerics_packages():
     for name in TRACKED_PACKAGES:
         assert name == "laplace-bench" or normalise(name) in LOCKED, name
     for name in ("lightning", "curvlinops-for-pytorch", "scikit-learn", "backpack-for-pytorch",
-                 "torchvision", "asdfghjkl", "torch", "laplace-torch"):
+                 "torchvision", "asdfghjkl", "torch", "laplace-torch", "bayesian-torch"):
         assert name in TRACKED_PACKAGES

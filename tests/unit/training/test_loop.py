@@ -195,3 +195,23 @@ def test_resuming_after_an_epoch_callback_equals_the_uninterrupted_run():
                              generator=generator, resume=saved["state"])
     assert history.epochs == 5
     assert torch.equal(resumed.detach(), straight.detach())
+
+
+def test_per_step_cosine_runs_over_every_optimizer_step():
+    theta = torch.zeros(1, dtype=torch.float64, requires_grad=True)
+    config = TrainingConfig(lr=1.0, max_epochs=2, batch_size=2, optimizer="sgd",
+                            schedule="cosine", schedule_unit="step")
+    fit_parameters([theta], lambda rows: theta.sum(), n_rows=3, config=config,
+                   generator=make_generator(0))
+    # 2 steps per epoch (ceil(3 / 2)), so T = 4 steps: sum of (1 + cos(pi t / 4)) / 2 = 2.5
+    assert float(theta.detach()) == pytest.approx(-2.5, rel=1e-12)
+    with pytest.raises(ConfigError, match="training.schedule_unit"):
+        TrainingConfig(lr=1.0, max_epochs=1, schedule_unit="batch")
+
+
+def test_an_optimizer_built_by_the_caller_replaces_the_configured_one():
+    theta = torch.zeros(1, dtype=torch.float64, requires_grad=True)
+    config = TrainingConfig(lr=1.0, max_epochs=3, optimizer="adam")
+    fit_parameters([theta], lambda rows: theta.sum(), n_rows=1, config=config,
+                   optimizer=torch.optim.SGD([theta], lr=0.5))
+    assert float(theta.detach()) == pytest.approx(-1.5, rel=1e-12)

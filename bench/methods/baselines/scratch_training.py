@@ -1,0 +1,107 @@
+"""What the classification baselines that train their own networks from scratch share (BBB,
+CSGHMC): config checks naming ``method.<key>``, the network built from the fit seed, the
+streams derived from that seed, and the per-epoch history of a run.
+
+Every random draw of a fit comes from the fit ``seed``: the network's initial weights from
+:data:`NETWORK_STREAM`, torch's global RNG (dropout, bayesian-torch's layers) seeded from
+:data:`GLOBAL_STREAM`, the minibatch order from :data:`MINIBATCH_STREAM` and sampler noise
+from :data:`NOISE_STREAM` (``derived_seed(seed, spawn_key=stream)``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from bench.harness.errors import ConfigError, require_choice
+from bench.harness.rng import derived_seed, make_generator
+from bench.models.classifiers import CLASSIFIERS, build_classifier
+
+NETWORK_STREAM = (0,)
+GLOBAL_STREAM = (1,)
+MINIBATCH_STREAM = (2,)
+NOISE_STREAM = (3,)
+
+
+def stream_seed(seed: int, stream: tuple[int, ...]) -> int:
+    """The seed of one random stream of a fit with ``seed``."""
+    return derived_seed(seed, spawn_key=stream)
+
+
+def require_count(key: str, value: Any, minimum: int = 1) -> None:
+    """An integer >= ``minimum``, else a one-line ConfigError naming ``method.<key>``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"method.{key}={value!r} is not valid; it must be an integer >= "
+                          f"{minimum}")
+
+
+def require_real(key: str, value: Any, *, at_least: float | None = None,
+                 above: float | None = None, at_most: float | None = None,
+                 below: float | None = None) -> None:
+    """A finite number within the given bounds, else a one-line ConfigError naming
+    ``method.<key>``."""
+    bounds = [(at_least, ">=", lambda v, b: v >= b), (above, ">", lambda v, b: v > b),
+              (at_most, "<=", lambda v, b: v <= b), (below, "<", lambda v, b: v < b)]
+    ok = (isinstance(value, int | float) and not isinstance(value, bool)
+          and math.isfinite(value)
+          and all(bound is None or holds(value, bound) for bound, _, holds in bounds))
+    if not ok:
+        limits = " and ".join(f"{sign} {bound}" for bound, sign, _ in bounds
+                              if bound is not None)
+        raise ConfigError(f"method.{key}={value!r} is not valid; it must be a finite number"
+                          + (f" {limits}" if limits else ""))
+
+
+def check_network(model: str, options: dict) -> None:
+    """``model`` is a network of :data:`bench.models.classifiers.CLASSIFIERS` and ``options``
+    are settings it takes; else a one-line ConfigError naming ``method.network_*``."""
+    require_choice("method.network_model", model, CLASSIFIERS)
+    accepted = CLASSIFIERS[model].options
+    for key in options:
+        if key not in accepted:
+            raise ConfigError(f"method.network_options.{key} is not an option of {model}; its "
+                              f"options: {', '.join(accepted) or 'none'}")
+
+
+def scratch_network(model: str, options: dict, seed: int, num_classes: int,
+                    in_channels: int) -> nn.Module:
+    """The network ``model`` on CPU, initialised from the fit ``seed``'s network stream."""
+    generator = make_generator(stream_seed(seed, NETWORK_STREAM))
+    return build_classifier(model, generator, num_classes=num_classes, in_channels=in_channels,
+                            **options)
+
+
+class EpochLog:
+    """The per-epoch history of a run: mean objective over the epoch's minibatches, the
+    learning rate the epoch ended with, wall seconds, plus any values the method adds."""
+
+    def __init__(self, history: list[dict]) -> None:
+        self.history = history
+        self.objective_sum: Tensor | None = None
+        self.batches = 0
+        self.started = time.perf_counter()
+
+    def add(self, objective: Tensor) -> None:
+        """Count one minibatch's objective (kept on its device until the epoch ends)."""
+        value = objective.detach()
+        self.objective_sum = value if self.objective_sum is None else self.objective_sum + value
+        self.batches += 1
+
+    def close_epoch(self, epoch: int, lr: float, **values: Any) -> None:
+        """Append the entry of ``epoch`` and start timing the next one."""
+        mean = (float("nan") if self.objective_sum is None
+                else float(self.objective_sum) / self.batches)
+        self.history.append({"epoch": epoch, "objective": mean, "lr": float(lr),
+                             "seconds": time.perf_counter() - self.started, **values})
+        self.objective_sum, self.batches = None, 0
+        self.started = time.perf_counter()
+
+
+def training_tensors(data: Any, device: str) -> tuple[Tensor, Tensor]:
+    """The training inputs and integer labels of ``data`` on ``device``."""
+    return (data.train_inputs.to(device),
+            data.train_labels.reshape(-1).to(device=device, dtype=torch.long))
