@@ -88,7 +88,11 @@ def memory_method_node(cfg: DictConfig, recipe: TrainingRecipe) -> DictConfig:
         extra.setdefault("network_model", recipe.model)
     if "network_options" in accepted:
         extra.setdefault("network_options", dict(recipe.model_options))
-    return OmegaConf.merge(node, extra) if extra else node
+    if not extra:
+        return node
+    # The method node is a struct config (no new keys): merge into a plain copy of its values.
+    values = OmegaConf.to_container(node, resolve=True)
+    return OmegaConf.merge(OmegaConf.create(values), extra)
 
 
 @takes(datasets=(GeneratedImages,))

@@ -46,3 +46,18 @@ def test_map_row_of_wrn16_4_is_its_parameters_and_batch_norm_buffers(tmp_path):
     assert result.fitted["n_parameters"] == WRN_PARAMETERS
     assert result.fitted["last_layer_width"] == 256
     assert [p.name for p in tmp_path.iterdir()] == []  # the scratch folder is gone
+
+
+def test_methods_that_build_their_network_get_the_experiments_model_and_overrides():
+    from bench.tasks.method_memory import memory_method_node
+    from bench.training.network_store import TrainingRecipe
+
+    cfg = compose_config(["experiment=laplace_redux/table-5", "method=bayes_by_backprop"])
+    values = {"model": "wrn16_4", "model_options": {"dropout": 0.3},
+              "stages": [{"epochs": 1, "lr": 0.1, "batch_size": 8}],
+              "dataset": {"name": "cifar10", "preprocessing": "unit",
+                          "image_shape": [3, 32, 32], "train_size": 8}}
+    node = memory_method_node(cfg, TrainingRecipe.from_dict(values))
+    assert node.network_model == "wrn16_4"
+    assert node.network_options == {"dropout": 0.3}
+    assert node.epochs == 1
