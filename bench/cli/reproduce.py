@@ -16,6 +16,7 @@ import sys
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from bench.harness.errors import ConfigError, require_choice
 from bench.harness.jobs import apply_scale_overrides
@@ -49,6 +50,15 @@ def artifact_experiment(artifact: str) -> str:
                       f"{', '.join(implemented_artifacts())}")
 
 
+def composable(overrides: list[str]) -> list[str]:
+    """``overrides`` with each sweep (``method=a,b``) cut to its first value, so one config can
+    be composed to read the experiment's sweep and seeds (the multirun gets the sweep itself)."""
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    return [f"{item.input_line.split('=', 1)[0]}={next(iter(item.sweep_string_iterator()))}"
+            if item.is_sweep_override() else text for item, text in zip(parsed, overrides,
+                                                                      strict=True)]
+
+
 def sweep_overrides(experiment: str, scale: str, extra: list[str]) -> list[list[str]]:
     """Hydra multirun overrides covering the experiment's sweep and seeds at ``scale``.
 
@@ -60,7 +70,8 @@ def sweep_overrides(experiment: str, scale: str, extra: list[str]) -> list[list[
     require_choice("scale", scale, SCALES)
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=[f"experiment={experiment}", f"scale={scale}", *extra])
+        cfg = compose("config", overrides=[f"experiment={experiment}", f"scale={scale}",
+                                           *composable(extra)])
     GlobalHydra.instance().clear()
     cfg = apply_scale_overrides(cfg, extra)
     seeds = cfg.seeds[scale] if cfg.get("seeds") else cfg.scale.seeds

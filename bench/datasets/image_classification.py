@@ -12,6 +12,11 @@ MNIST, Fashion-MNIST or CIFAR-10 test sets); ``val_size=0`` keeps the whole test
 (the Generalized Laplace paper). ``n_train`` / ``n_test`` optionally cut the training set, the
 test part and every OOD set to random subsets for small scales, drawn from generators derived
 from the ``seed`` the methods take (train, test and each OOD set from their own stream).
+
+Optional OOD sets. A name in ``optional_ood`` (also listed in ``ood``) may have no files: the
+node builds, :attr:`ImageClassificationData.available_ood` leaves it out and
+:meth:`~ImageClassificationData.missing_ood` names its files and folder (Laplace Redux's EMNIST
+column, not in the offline data). The in-distribution set and every other OOD set must exist.
 """
 
 from __future__ import annotations
@@ -100,7 +105,8 @@ class ImageClassificationData:
     data; ``ood_normalisation``: per OOD set, where it differs (Laplace Redux: SVHN and
     CIFAR-100 use their own); ``val_size``, ``split_seed``, ``n_train``, ``n_test``: module
     docstring; ``download``: let torchvision fetch missing files (else they must be present);
-    ``root``: data root (default ``$BENCH_DATA_DIR``); ``device``: where tensors are put.
+    ``root``: data root (default ``$BENCH_DATA_DIR``); ``device``: where tensors are put;
+    ``optional_ood``: OOD sets that may be absent (module docstring).
     """
 
     name: str
@@ -115,6 +121,7 @@ class ImageClassificationData:
     download: bool = False
     root: str | None = None
     device: str = "cpu"
+    optional_ood: Sequence[str] = ()
     _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -127,6 +134,9 @@ class ImageClassificationData:
                 raise ConfigError(f"dataset.ood={name!r} has images of shape "
                                   f"{IMAGE_SOURCES[name].shape}, {self.images!r} "
                                   f"{source.shape}; choose sets of the same shape")
+        self.optional_ood = tuple(self.optional_ood)
+        for name in self.optional_ood:
+            require_choice("dataset.optional_ood", name, self.ood)
         normalisation(self.normalisation)
         for name, norm in self.ood_normalisation.items():
             require_choice("dataset.ood_normalisation", name, self.ood)
@@ -143,18 +153,35 @@ class ImageClassificationData:
 
     def _check_files(self) -> None:
         """Stop with one line when a needed file is absent (and cannot be downloaded)."""
-        needed = {self.images: ["train", "test"], **{name: ["test"] for name in self.ood}}
+        needed = {self.images: ["train", "test"],
+                  **{name: ["test"] for name in self.ood if name not in self.optional_ood}}
         parts = []
         for name, splits in needed.items():
-            absent = [split for split in splits
-                      if find_image_files(name, split, self.root) is None]
-            downloadable = self.download and IMAGE_SOURCES[name].download is not None
-            if absent and not downloadable:
+            if not self._obtainable(name, splits):
+                absent = [split for split in splits
+                          if find_image_files(name, split, self.root) is None]
                 parts.append(missing_files_message(name, absent, self.root, root_hint=False))
         if parts:
             hint = "" if self.download else "; or set dataset.download=true to let torchvision" \
                 " fetch them"
             raise ImageDataMissingError("; ".join(parts) + f" ({ROOT_HINT}){hint}")
+
+    def _obtainable(self, name: str, splits: Sequence[str]) -> bool:
+        """Whether the files of ``name``'s ``splits`` are here (or may be downloaded)."""
+        if self.download and IMAGE_SOURCES[name].download is not None:
+            return True
+        return all(find_image_files(name, split, self.root) is not None for split in splits)
+
+    @property
+    def available_ood(self) -> tuple[str, ...]:
+        """The OOD sets of ``ood`` that can be loaded: all but the absent optional ones."""
+        return tuple(name for name in self.ood
+                     if name not in self.optional_ood or self._obtainable(name, ["test"]))
+
+    def missing_ood(self) -> dict[str, str]:
+        """Absent optional OOD sets: name -> one line naming the files and their folder."""
+        return {name: missing_files_message(name, "test", self.root)
+                for name in self.ood if name not in self.available_ood}
 
     @property
     def num_classes(self) -> int:
@@ -215,6 +242,34 @@ class ImageClassificationData:
             self._cache[key] = ImageTensors(self._float(data.images[chosen], norm),
                                             data.labels[chosen].to(self.device))
         return self._cache[key]
+
+    def corrupted_mixture(self, severity: int, corruptions: Sequence[str], n_draws: int,
+                          generator: torch.Generator, seed: int = 0) -> ImageTensors:
+        """``n_draws`` images drawn with replacement from the pool of every ``corruptions``
+        array's test part at ``severity`` (Laplace Redux's CIFAR-10-C: one merged array per
+        severity, 10,000 draws); severity 0 draws from the clean test part. The draw is one
+        ``torch.randint`` over the pool (corruption-major order) from ``generator``; images
+        come back in the order drawn."""
+        require_choice("dataset.images", self.images, ["cifar10"])
+        names = [require_choice("corruptions", c, CIFAR10_C_CORRUPTIONS) for c in corruptions]
+        if not names:
+            raise ConfigError("corruptions is empty; name at least one CIFAR-10-C corruption")
+        _, test_idx = self.test_indices(seed)
+        n = len(test_idx)
+        pools = [None] if severity == 0 else names
+        drawn = torch.randint(len(pools) * n, (n_draws,), generator=generator)
+        images, labels, positions = [], [], []
+        for k, corruption in enumerate(pools):
+            chosen = ((drawn // n) == k).nonzero().squeeze(1)
+            data = (self._load(self.images, "test") if corruption is None else
+                    self._load("cifar10_c", "test", corruption=corruption, severity=severity))
+            rows = test_idx[drawn[chosen] % n]
+            images.append(data.images[rows])
+            labels.append(data.labels[rows])
+            positions.append(chosen)
+        order = torch.cat(positions).argsort()
+        return ImageTensors(self._float(torch.cat(images)[order], self.normalisation),
+                            torch.cat(labels)[order].to(self.device))
 
     def rotated_test(self, angle: float, seed: int = 0) -> ImageTensors:
         """The test part rotated ``angle`` degrees counter-clockwise: R-MNIST at the angles

@@ -172,6 +172,13 @@ def _scaled_resnet18(num_classes: int, in_channels: int, width: int) -> nn.Modul
     return net
 
 
+def _widen(widen: int) -> int:
+    """The WRN widening factor (4: WRN-16-4; 1: a cheap stand-in for smoke tests)."""
+    if not isinstance(widen, int) or isinstance(widen, bool) or widen < 1:
+        raise ConfigError(f"model.widen={widen!r} is not valid; it must be a positive integer")
+    return widen
+
+
 def initialised(build: Callable[[], nn.Module],
                 initialise: Callable[[nn.Module, torch.Generator], None],
                 generator: torch.Generator) -> nn.Module:
@@ -213,8 +220,9 @@ CLASSIFIERS: dict[str, ClassifierSpec] = {
     "mlp": ClassifierSpec(_mlp, 1),
     "resnet18": ClassifierSpec(lambda k, c, g, width=64: initialised(
         lambda: _resnet18(k, c, width), he_fan_out_conv_init, g), 3, ("width",)),
-    "wrn16_4": ClassifierSpec(lambda k, c, g, dropout=0.3: initialised(
-        lambda: WideResNet(16, 4, k, c, dropout), wrn_init, g), 3, ("dropout",)),
+    "wrn16_4": ClassifierSpec(lambda k, c, g, dropout=0.3, widen=4: initialised(
+        lambda: WideResNet(16, _widen(widen), k, c, dropout), wrn_init, g), 3,
+        ("dropout", "widen")),
 }
 
 
@@ -225,7 +233,8 @@ def build_classifier(name: str, generator: torch.Generator, *, num_classes: int 
     CPU ``generator`` (so the weights do not depend on ``device``), on ``device``, in train mode.
 
     ``in_channels`` defaults to the network's (1 for the MNIST networks, 3 for the CIFAR ones);
-    ``options`` are the network's own settings (``wrn16_4``: ``dropout``, default 0.3;
+    ``options`` are the network's own settings (``wrn16_4``: ``dropout``, default 0.3, and
+    ``widen``, default 4;
     ``resnet18``: ``width``, default 64).
     """
     spec = CLASSIFIERS[require_choice("model.name", name, CLASSIFIERS)]

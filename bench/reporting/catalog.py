@@ -82,8 +82,10 @@ CATALOG: tuple[CatalogEntry, ...] = (
     CatalogEntry("laplace_redux", "table-3", "MNIST OOD detection: confidence and AUROC"),
     CatalogEntry("laplace_redux", "table-4", "CIFAR-10 OOD detection: confidence and AUROC"),
     CatalogEntry("laplace_redux", "table-5", "Memory footprint of WRN-16-4 on CIFAR-10"),
-    CatalogEntry("laplace_redux", "figure-9", "Dataset shift: Rotated-MNIST and "
-                 "Corrupted-CIFAR-10"),
+    CatalogEntry("laplace_redux", "figure-9", "Dataset shift: Rotated-MNIST (Brier, "
+                 "accuracy vs angle)"),
+    CatalogEntry("laplace_redux", "figure-9-cifar10c", "Dataset shift: Corrupted-CIFAR-10 "
+                 "(panel of Figure 9)"),
     CatalogEntry("laplace_redux", "figure-10", "WILDS benchmarks: in-distribution vs OOD"),
     CatalogEntry("laplace_redux", "continual-learning", "Continual learning on permuted MNIST"),
     CatalogEntry("ggn_thesis", "figure-5.2", "Snelson regression: Laplace-GGN marginal "

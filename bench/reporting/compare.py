@@ -12,12 +12,12 @@ from bench.reporting.aggregate import aggregate_cells, cells_frame, unattributed
 from bench.reporting.catalog import make_target
 from bench.reporting.spec import ArtifactSpec
 from bench.reporting.targets import PaperValue, paper_values
-from bench.reporting.verdicts import FAILED, MISSING, Verdict, judge
+from bench.reporting.verdicts import FAILED, MISSING, NEEDS_DATA, Verdict, judge
 
 COMPARISON_COLUMNS = (
     "artifact", "row", "column", "paper", "ours", "ci_low", "ci_high", "n_seeds", "scale",
     "protocol", "verdict", "ours_paper_seed", "paper_stderr", "n_failed", "seeds", "cause",
-    "unit", "n_superseded",
+    "unit", "n_superseded", "stderr",
 )
 PROTOCOL_ORDER = ("paper", "corrected")
 ANCHOR_COLUMNS = ("label", "paper", "ours", "verdict", "cause")
@@ -51,7 +51,11 @@ def _ordered_keys(spec: ArtifactSpec, keys: list[tuple[str, str]]) -> list[tuple
     return sorted(keys, key=lambda key: (rows.index(key[0]), columns.index(key[1])))
 
 
-def _gap_verdict(spec: ArtifactSpec, summary: dict | None, unattributed: list[str]) -> Verdict:
+def _gap_verdict(spec: ArtifactSpec, key: tuple[str, str], summary: dict | None,
+                 unattributed: list[str]) -> Verdict:
+    data_gap = spec.data_gap(*key)
+    if data_gap:
+        return Verdict(NEEDS_DATA, data_gap)
     if summary is not None and summary["n_failed"]:
         return Verdict(FAILED, f"all {summary['n_failed']} run(s) failed: "
                                f"{_one_line(summary['error'])}")
@@ -70,10 +74,11 @@ def _cell_line(spec: ArtifactSpec, protocol: str, key: tuple[str, str],
     rule = spec.rule_for(protocol, row, column)
     cause = spec.cause_for(protocol, row, column)
     nan = math.nan
-    stats = summary or {"ours_paper_seed": nan, "mean": nan, "ci_low": nan, "ci_high": nan,
+    stats = summary or {"ours_paper_seed": nan, "mean": nan, "sd": nan, "ci_low": nan,
+                        "ci_high": nan,
                         "n_seeds": 0, "n_failed": 0, "seeds": "", "error": "", "n_superseded": 0}
     if stats["n_seeds"] == 0:
-        verdict = _gap_verdict(spec, summary, unattributed)
+        verdict = _gap_verdict(spec, key, summary, unattributed)
     else:
         at_seed = stats["ours_paper_seed"]
         ours = at_seed if math.isfinite(at_seed) else stats["mean"]
@@ -98,6 +103,8 @@ def _cell_line(spec: ArtifactSpec, protocol: str, key: tuple[str, str],
         "n_failed": stats["n_failed"] + len(unattributed), "seeds": stats["seeds"],
         "cause": verdict.cause,
         "unit": paper.unit if paper else "", "n_superseded": stats["n_superseded"],
+        "stderr": (stats["sd"] / math.sqrt(stats["n_seeds"]) if stats["n_seeds"] > 1
+                   else nan),
     }
 
 

@@ -14,22 +14,21 @@ import pandas as pd
 from bench.datasets.vision import find_image_files, missing_files_message
 from bench.reporting.formatting import markdown_table
 from bench.reporting.render import report_paths, write_atomically
-from bench.reporting.spec import ArtifactSpec
+from bench.reporting.spec import SHOWN_ROOT, ArtifactSpec
 from bench.reporting.targets import paper_values
+from bench.reporting.verdicts import NEEDS_DATA
 
-NEEDS_DATA = "needs data"
-
-
-# Reports are committed: folders are named relative to the data root, not this machine's path.
-SHOWN_ROOT = "$BENCH_DATA_DIR"
+__all__ = ["NEEDS_DATA", "SHOWN_ROOT", "missing_data", "needs_data_table", "render_needs_data"]
 
 
 def missing_data(spec: ArtifactSpec, root: str | Path | None = None) -> list[str]:
-    """One line per data set of ``spec.needs_data`` whose files are missing under ``root``
-    (default: the data root), naming the files and their folder under ``$BENCH_DATA_DIR``;
-    empty when everything is there."""
+    """One line per data set of ``spec.needs_data`` that the whole artifact needs (no
+    ``cells``) whose files are missing under ``root`` (default: the data root), naming the
+    files and their folder under ``$BENCH_DATA_DIR``; empty when everything is there."""
     lines = []
     for need in spec.needs_data:
+        if need.cells:
+            continue
         if any(find_image_files(need.name, split, root) is None for split in need.splits):
             lines.append(missing_files_message(need.name, need.splits, SHOWN_ROOT))
     return lines

@@ -37,6 +37,15 @@ def format_mean_ci(mean: float, low: float, high: float) -> str:
     return f"{format_number(mean)} [{format_number(low)}, {format_number(high)}]"
 
 
+def format_mean_stderr(mean: float, stderr: float) -> str:
+    """``mean ± stderr``, or just the mean when the standard error is undefined."""
+    if math.isnan(mean):
+        return GAP
+    if math.isnan(stderr):
+        return format_number(mean)
+    return f"{format_number(mean)} ± {format_number(stderr)}"
+
+
 def markdown_table(frame: pd.DataFrame) -> str:
     """A pipe table of ``frame`` with cells kept as written (``100.00`` stays ``100.00``)."""
     cells = frame.map(lambda text: str(text).replace("|", r"\|"))

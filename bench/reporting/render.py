@@ -23,7 +23,13 @@ from bench.reporting.compare import (
     ordered_protocols,
     scales_of,
 )
-from bench.reporting.formatting import GAP, format_mean_ci, format_number, markdown_table
+from bench.reporting.formatting import (
+    GAP,
+    format_mean_ci,
+    format_mean_stderr,
+    format_number,
+    markdown_table,
+)
 from bench.reporting.spec import ArtifactSpec
 
 LATEX_REPLACEMENTS = {"±": r"$\pm$", GAP: "---", "…": r"\ldots{}"}
@@ -91,14 +97,27 @@ def display_frame(spec: ArtifactSpec, table: pd.DataFrame) -> pd.DataFrame:
         columns[f"ours (seed {spec.paper_seed})"] = [
             format_number(v) for v in table["ours_paper_seed"]
         ]
-    columns["ours mean [95% CI]"] = [
-        format_mean_ci(m, lo, hi)
-        for m, lo, hi in zip(table["ours"], table["ci_low"], table["ci_high"], strict=True)
-    ]
+    if spec.spread == "stderr":
+        columns["ours mean ± SE"] = [
+            format_mean_stderr(m, se) for m, se in zip(table["ours"], table["stderr"], strict=True)
+        ]
+    else:
+        columns["ours mean [95% CI]"] = [
+            format_mean_ci(m, lo, hi)
+            for m, lo, hi in zip(table["ours"], table["ci_low"], table["ci_high"], strict=True)
+        ]
     columns["n"] = [count_text(line) for _, line in table.iterrows()]
     columns["verdict"] = table["verdict"].tolist()
     columns["cause"] = table["cause"].tolist()
     return pd.DataFrame(columns)
+
+
+def shown_part(spec: ArtifactSpec, table: pd.DataFrame, protocol: str) -> pd.DataFrame:
+    """The lines of one protocol that the Markdown / LaTeX tables show (``spec.table_cells``)."""
+    part = table[table["protocol"] == protocol]
+    shown = [spec.is_shown(row, column) for row, column in zip(part["row"], part["column"],
+                                                                strict=True)]
+    return part[shown] if len(part) else part
 
 
 def _verdict_summary(table: pd.DataFrame) -> str:
@@ -115,11 +134,17 @@ def _notes(spec: ArtifactSpec, table: pd.DataFrame, records: list[dict[str, Any]
         f"Paper values: bench/targets/{spec.paper}.csv ({', '.join(spec.target_artifacts)}); "
         "a ± is as printed, which is not always a standard error (see the CSV's note)."
     )
-    notes.append(
-        "ours mean [95% CI]: mean over seeds and Student-t interval "
-        "mean ± t(0.975, k-1)·sd/√k; no interval with one seed. n: seeds with an ok value "
-        "(+ failed runs). — marks a value we do not have; the verdict says why."
-    )
+    spread = ("ours mean ± SE: mean over seeds ± standard error sd/√k; no SE with one seed."
+              if spec.spread == "stderr" else
+              "ours mean [95% CI]: mean over seeds and Student-t interval "
+              "mean ± t(0.975, k-1)·sd/√k; no interval with one seed.")
+    notes.append(f"{spread} n: seeds with an ok value (+ failed runs). — marks a value we do "
+                 "not have; the verdict says why.")
+    not_shown = sum(not spec.is_shown(row, column)
+                    for row, column in zip(table["row"], table["column"], strict=True))
+    if not_shown:
+        notes.append(f"{not_shown} cell line(s) are in the CSV only (the tables show "
+                     f"{', '.join('/'.join(p) for p in spec.table_cells)}).")
     hidden = hidden_extra_cells(spec, table, records)
     if hidden:
         notes.append(f"{hidden} reproduced cell(s) without a paper value are not shown.")
@@ -135,7 +160,7 @@ def markdown_report(spec: ArtifactSpec, table: pd.DataFrame, anchors: pd.DataFra
     """The Markdown report: title, header line, one table per protocol, anchors, notes."""
     lines = [f"# {spec.paper} {spec.artifact} — {spec.title}", "", header_line(spec, records), ""]
     for protocol in ordered_protocols(records):
-        part = table[table["protocol"] == protocol]
+        part = shown_part(spec, table, protocol)
         lines += [f"## Protocol: {protocol}", ""]
         if part.empty:
             lines += ["_No table cells: the paper prints no numbers for this artifact._", ""]
@@ -159,7 +184,7 @@ def latex_report(spec: ArtifactSpec, table: pd.DataFrame, records: list[dict[str
     """One booktabs tabular per protocol, preceded by a comment naming protocol and scale."""
     parts = []
     for protocol in ordered_protocols(records):
-        part = table[table["protocol"] == protocol]
+        part = shown_part(spec, table, protocol)
         parts.append(f"% {spec.paper} {spec.artifact} — {spec.title}\n"
                      f"% protocol {protocol}, scale {scales_of(records)}")
         if part.empty:

@@ -13,12 +13,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from bench.datasets.vision import find_image_files, missing_files_message
 from bench.reporting.verdicts import PrintedDigits, VerdictRule
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 CellPattern = tuple[str, str] | tuple[str, str, str]
+# Reports are committed: folders are named relative to the data root, not this machine's path.
+SHOWN_ROOT = "$BENCH_DATA_DIR"
+SPREADS = ("ci95", "stderr")
 FigureFunction = Callable[[list[dict[str, Any]], "ArtifactSpec"], "Figure"]
 AnchorValue = Callable[[list[dict[str, Any]]], float]
 FailedCells = Callable[[dict[str, Any]], list[tuple[str, str]]]
@@ -41,10 +45,20 @@ class Anchor:
 @dataclass(frozen=True)
 class DataNeed:
     """An image data set (a name of :data:`bench.datasets.vision.IMAGE_SOURCES`) and the splits
-    an artifact reads; while its files are missing the report says "needs data"."""
+    an artifact reads; while its files are missing the report says "needs data": for the whole
+    artifact, or only for the ``cells`` (cell patterns) that need it when they are given (an
+    optional OOD set's columns), the other cells being reported as usual."""
 
     name: str
     splits: tuple[str, ...] = ("test",)
+    cells: tuple[CellPattern, ...] = ()
+
+    def missing_message(self, root: str | None = None) -> str:
+        """One line naming the missing files and their folder under ``$BENCH_DATA_DIR``, or
+        "" when the files are under ``root`` (default: the data root)."""
+        if all(find_image_files(self.name, split, root) is not None for split in self.splits):
+            return ""
+        return missing_files_message(self.name, self.splits, SHOWN_ROOT)
 
 
 @dataclass(frozen=True)
@@ -80,7 +94,12 @@ class ArtifactSpec:
             same config apart from the seed.
         needs_data: data sets the artifact cannot run without; with no records and any of
             them missing, the report lists the paper's cells as "needs data" and names the
-            files expected (:mod:`bench.reporting.data_needs`).
+            files expected (:mod:`bench.reporting.data_needs`). A need with ``cells`` marks
+            only those cells "needs data" (when they have no value).
+        table_cells: cell patterns the Markdown / LaTeX tables show (empty: every cell); the
+            CSV always holds every cell (a figure's full curves stay in the CSV).
+        spread: what the table shows beside our mean: ``ci95`` (Student-t 95% interval) or
+            ``stderr`` (standard error over seeds, sd / sqrt(k), as papers print their ±).
     """
 
     paper: str
@@ -101,8 +120,12 @@ class ArtifactSpec:
     anchors: tuple[Anchor, ...] = ()
     failed_cells: FailedCells | None = None
     needs_data: tuple[DataNeed, ...] = ()
+    spread: str = "ci95"
+    table_cells: tuple[CellPattern, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.spread not in SPREADS:
+            raise ValueError(f"spread={self.spread!r}; choose one of {SPREADS}")
         if not self.experiment:
             object.__setattr__(self, "experiment", f"{self.paper}/{self.artifact}")
         if not self.target_artifacts:
@@ -120,6 +143,21 @@ class ArtifactSpec:
     def cause_for(self, protocol: str, row: str, column: str) -> str:
         """The spec's cause for one cell ("" if none matches)."""
         return most_specific(self.causes, protocol, row, column, default="")
+
+    def data_gap(self, row: str, column: str, root: str | None = None) -> str:
+        """The missing-files line of the first cell-level data need matching the cell whose
+        files are absent, else ""."""
+        for need in self.needs_data:
+            if any(_matches(pattern, "*", row, column) for pattern in need.cells):
+                message = need.missing_message(root)
+                if message:
+                    return message
+        return ""
+
+    def is_shown(self, row: str, column: str) -> bool:
+        """Whether a cell appears in the Markdown / LaTeX tables (``table_cells``)."""
+        return not self.table_cells or any(_matches(pattern, "*", row, column)
+                                           for pattern in self.table_cells)
 
     def is_ignored(self, row: str, column: str) -> bool:
         """Whether a target cell is excluded from the report."""

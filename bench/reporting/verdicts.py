@@ -3,7 +3,8 @@
 Every rule returns one of ``agrees``, ``close`` or ``differs`` for a cell that has an ok
 value. The other verdicts describe gaps and are decided before any rule runs:
 ``no paper value`` (we have a number, the paper has none), ``missing`` (no ok record for the
-cell) and ``failed`` (every record meant to produce the cell failed).
+cell), ``failed`` (every record meant to produce the cell failed) and ``needs data`` (the
+cell's data files are not on this machine).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ DIFFERS = "differs"
 NO_PAPER_VALUE = "no paper value"
 MISSING = "missing"
 FAILED = "failed"
-VERDICTS = (AGREES, CLOSE, DIFFERS, NO_PAPER_VALUE, MISSING, FAILED)
+NEEDS_DATA = "needs data"
+VERDICTS = (AGREES, CLOSE, DIFFERS, NO_PAPER_VALUE, MISSING, FAILED, NEEDS_DATA)
 
 
 @dataclass(frozen=True)

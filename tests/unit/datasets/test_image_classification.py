@@ -169,3 +169,45 @@ def test_cifar_ood_sets_use_their_own_normalisation_and_corrupted_test(tmp_path)
     torch.testing.assert_close(snow.x[:, 0, 0, 0] * cifar_std[0, 0, 0, 0]
                                + cifar_mean[0, 0, 0, 0], (120 + torch.arange(12, 18)) / 255.0)
     torch.testing.assert_close(data.corrupted_test("snow", 0).x, data.splits(0).x_test)
+
+
+def test_absent_optional_ood_set_is_left_out_and_named(grey_root):
+    data = node(grey_root, ood=["fashion_mnist", "emnist_digits_torchvision"],
+                optional_ood=["emnist_digits_torchvision"])
+    assert data.available_ood == ("fashion_mnist",)
+    message = data.missing_ood()["emnist_digits_torchvision"]
+    assert message.startswith("image data set 'emnist_digits_torchvision' (test split) not "
+                              f"found: put emnist-digits-test-images-idx3-ubyte.gz, "
+                              f"emnist-digits-test-labels-idx1-ubyte.gz in {grey_root}/emnist/")
+    assert "\n" not in message
+    present = node(grey_root, optional_ood=["kmnist"])
+    assert present.available_ood == ("fashion_mnist", "kmnist") and present.missing_ood() == {}
+    with pytest.raises(ConfigError, match=r"^dataset.optional_ood='svhn' is not valid; choose "
+                                          r"one of: fashion_mnist, kmnist$"):
+        node(grey_root, optional_ood=["svhn"])
+    with pytest.raises(ImageDataMissingError, match=r"^image data set 'emnist_digits'"):
+        node(grey_root, ood=["emnist_digits"])
+
+
+def test_corrupted_mixture_draws_with_replacement_from_every_corruption(tmp_path):
+    rng = np.random.default_rng(4)
+    clean = write_cifar(tmp_path / "cifar10/cifar-10-batches-py", rng, per_file=6)
+    snow, labels = write_cifar10_c(tmp_path / "cifar10_c", "snow", per_severity=6)
+    np.save(tmp_path / "cifar10_c" / "fog.npy", snow + 1)  # fog = snow's pixels + 1
+    data = ImageClassificationData(name="c", images="cifar10", normalisation="unit",
+                                   root=str(tmp_path))
+    generator = torch.Generator().manual_seed(711)
+    mixed = {s: data.corrupted_mixture(s, ["snow", "fog"], 30, generator) for s in (0, 3)}
+    expected = torch.Generator().manual_seed(711)
+    at_0 = torch.randint(6, (30,), generator=expected)
+    at_3 = torch.randint(12, (30,), generator=expected)
+    torch.testing.assert_close(mixed[0].x, torch.from_numpy(clean["test"][0])[at_0] / 255.0)
+    assert torch.equal(mixed[0].y, torch.from_numpy(clean["test"][1]).long()[at_0])
+    rows, fog = at_3 % 6, at_3 // 6
+    # Severity 3 holds file rows 12..17, whose pixels are 40 x 3 + file row (+ 1 on fog).
+    pixel = (120 + 12 + rows + fog).double() / 255.0
+    torch.testing.assert_close(mixed[3].x[:, 1, 5, 7].double(), pixel, atol=1e-6, rtol=0)
+    assert torch.equal(mixed[3].y, torch.from_numpy(labels[12 + rows.numpy()]).long())
+    assert len(set(at_3.tolist())) < 30  # with replacement: some images drawn twice
+    with pytest.raises(ConfigError, match=r"^corruptions='smog' is not valid"):
+        data.corrupted_mixture(1, ["smog"], 3, generator)

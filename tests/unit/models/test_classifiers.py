@@ -132,3 +132,26 @@ def test_scaled_resnet18_keeps_torchvision_layout():
     assert dict(narrow.named_parameters())["layer4.1.conv2.weight"].shape == (64, 64, 3, 3)
     assert narrow(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
     assert count_parameters(narrow) == 177_362
+
+
+def wrn16_parameter_count(widen: int, classes: int = 10, channels: int = 3) -> int:
+    """WRN-16-k by hand: stem conv, two pre-activation blocks per group (BN weight and bias,
+    two 3x3 convs, a 1x1 shortcut where the width or stride changes), final BN, head."""
+    widths = (16, 16 * widen, 32 * widen, 64 * widen)
+    total = channels * 16 * 9
+    for group, stride in enumerate((1, 2, 2)):
+        for block in range(2):
+            w_in, w_out = (widths[group] if block == 0 else widths[group + 1]), widths[group + 1]
+            total += 2 * w_in + w_in * w_out * 9 + 2 * w_out + w_out * w_out * 9
+            if block == 0 and (w_in != w_out or stride != 1):
+                total += w_in * w_out
+    return total + 2 * widths[-1] + widths[-1] * classes + classes
+
+
+def test_wrn_widen_option_gives_the_smaller_wide_resnet():
+    assert wrn16_parameter_count(4) == 2_748_890
+    net = build_classifier("wrn16_4", make_generator(0), widen=1)
+    assert sum(p.numel() for p in net.parameters()) == wrn16_parameter_count(1)
+    assert net.fc.in_features == 64 and net(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
+    with pytest.raises(ConfigError, match=r"^model.widen=0 is not valid"):
+        build_classifier("wrn16_4", make_generator(0), widen=0)

@@ -1,0 +1,143 @@
+"""The shared step of classification-method jobs: data, stored MAP network, fitted variants.
+
+One job = (method node, model seed). :func:`prepare_job` loads the dataset node and its splits,
+gets the MAP network of the experiment's ``network`` recipe for the seed from the trained-
+network store (trained once, then reused by every method and every experiment naming the same
+recipe) and builds the :class:`~bench.datasets.training_set.TrainingSet` the methods fit on.
+:func:`predict_variants` fits every variant (table row) of the method node, timed, and
+predicts on the input sets a task names, timed; on the same inputs, right after, it times the
+MAP network's own softmax (:class:`~bench.methods.baselines.map_classifier.MapClassifier`), so
+each record holds ``<row>/predict_s`` and ``<row>/map_predict_s`` measured side by side (the
+prediction-time ratios LA/MAP and DE/MAP of Laplace Redux).
+
+Per-method settings at a scale (fewer epochs, samples) live in the experiment's
+``method_settings``: method node ``name`` -> arguments over the node's values, so one
+experiment can sweep the whole method group while each method gets its own scaled-down keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from torch import Tensor
+
+from bench.datasets.image_classification import ImageClassificationData, ImageSplits
+from bench.datasets.training_set import TrainingSet
+from bench.harness.result import TaskResult
+from bench.harness.timing import Stopwatch
+from bench.methods.base import instantiate_method, method_variants
+from bench.methods.baselines.map_classifier import MapClassifier
+from bench.metrics.classification import accuracy
+from bench.predictive.categorical import Categorical
+from bench.tasks.tempered_classification import initial_weights, network_recipe
+from bench.training.network_store import StoredNetwork, trained_network
+
+# What the paper tables call the data sets (Laplace Redux Tables 3 and 4).
+SHORT_NAMES = {"mnist": "mnist", "fashion_mnist": "fmnist", "kmnist": "kmnist",
+               "emnist_digits": "emnist", "emnist_digits_torchvision": "emnist",
+               "cifar10": "cifar10", "cifar100": "cifar100", "svhn": "svhn"}
+
+
+def short_name(data_set: str) -> str:
+    """The paper's short name of a data set (``fashion_mnist`` -> ``fmnist``)."""
+    return SHORT_NAMES.get(data_set, data_set)
+
+
+@dataclass
+class ClassificationJob:
+    """What every method of one job shares: the data node, its splits for the seed, the stored
+    MAP network, the training set the methods fit on and the record being filled."""
+
+    data: ImageClassificationData
+    splits: ImageSplits
+    network: StoredNetwork
+    training: TrainingSet
+    seed: int
+    result: TaskResult = field(default_factory=TaskResult)
+
+
+@dataclass
+class VariantPredictions:
+    """One fitted variant (table row): its predictive on each named input set and its fit
+    diagnostics."""
+
+    row: str
+    predictives: dict[str, Categorical]
+    diagnostics: dict[str, Any]
+
+
+def prepare_job(cfg: DictConfig) -> ClassificationJob:
+    """Dataset node, splits of ``cfg.seed``, the stored MAP network of ``cfg.network`` for the
+    seed (timed as ``network_s``) and the training set (name, preprocessing, results folder,
+    device)."""
+    data: ImageClassificationData = instantiate(cfg.dataset)
+    seed = int(cfg.seed)
+    splits = data.splits(seed)
+    recipe = network_recipe(cfg.network, data, len(splits.x_train))
+    watch = Stopwatch()
+    stored = trained_network(recipe, seed, splits.x_train, splits.y_train, cfg.results_dir,
+                             cfg.device)
+    result = TaskResult(timings={"network_s": watch.elapsed()})
+    result.fitted.update({"recipe_hash": stored.recipe_hash, "network_reused": stored.reused,
+                          "network_path": str(stored.path),
+                          "initial_weights": initial_weights(recipe)})
+    training = TrainingSet(splits.x_train, splits.y_train, data.images, data.normalisation,
+                           str(cfg.results_dir), str(cfg.device))
+    return ClassificationJob(data, splits, stored, training, seed, result)
+
+
+def configured_method_node(cfg: DictConfig) -> DictConfig:
+    """The method node with the experiment's ``method_settings[<method name>]`` merged on."""
+    settings = (cfg.get("method_settings") or {}).get(str(cfg.method.name))
+    return OmegaConf.merge(cfg.method, settings) if settings else cfg.method
+
+
+def predict_variants(cfg: DictConfig, job: ClassificationJob, sets: Mapping[str, Tensor]
+                     ) -> list[VariantPredictions]:
+    """Fit every variant of the (configured) method node and predict on each of ``sets``.
+
+    Fills ``job.result``: timings ``<row>/fit_s``, ``<row>/predict_s`` (all sets) and
+    ``<row>/map_predict_s`` (the MAP network on the same sets, in the method's prediction
+    batch size, right after the method's own predictions) and their sums ``fit_s``,
+    ``predict_s``, ``map_predict_s``; ``fitted.methods[<row>]`` the fit diagnostics; metric
+    ``map_test_accuracy``. Methods with ``fits_on_base`` receive the stored MAP network.
+    """
+    node = configured_method_node(cfg)
+    result, rows = job.result, []
+    fitted: dict[str, Any] = result.fitted.setdefault("methods", {})
+    for total in ("fit_s", "predict_s", "map_predict_s"):
+        result.timings.setdefault(total, 0.0)
+    for row, arguments in method_variants(node).items():
+        method = instantiate_method(node, **arguments)
+        base = job.network if getattr(method, "fits_on_base", False) else None
+        watch = Stopwatch()
+        diagnostics = method.fit(job.training, job.seed, base=base)
+        fit_s = watch.elapsed()
+        reference = MapClassifier(predict_batch_size=int(getattr(
+            method, "predict_batch_size", MapClassifier.predict_batch_size)),
+            device=str(cfg.device))
+        reference.fit(job.training, job.seed, base=job.network)
+        predictives, seconds, map_seconds = {}, 0.0, 0.0
+        for name, inputs in sets.items():
+            watch = Stopwatch()
+            predictives[name] = method.predict(inputs)
+            seconds += watch.elapsed()
+            watch = Stopwatch()
+            reference.predict(inputs)
+            map_seconds += watch.elapsed()
+        result.timings.update({f"{row}/fit_s": fit_s, f"{row}/predict_s": seconds,
+                               f"{row}/map_predict_s": map_seconds})
+        result.timings["fit_s"] += fit_s
+        result.timings["predict_s"] += seconds
+        result.timings["map_predict_s"] += map_seconds
+        fitted[row] = diagnostics or {}
+        rows.append(VariantPredictions(row, predictives, diagnostics or {}))
+    map_test = MapClassifier(device=str(cfg.device))
+    map_test.fit(job.training, job.seed, base=job.network)
+    result.metrics["map_test_accuracy"] = accuracy(map_test.predict(job.splits.x_test),
+                                                   job.splits.y_test)
+    return rows

@@ -1,0 +1,60 @@
+"""Out-of-distribution detection of classification methods: Laplace Redux Tables 3 and 4.
+
+One job = (method node, model seed), through the shared step of
+:mod:`bench.tasks.classification_methods`: every variant of the method node (``LA`` and
+``LA*`` of the Laplace node; one row for the others) fitted on the seed's stored MAP network
+or trained from scratch, then its predictive on the in-distribution test part (MNIST: the 8k of
+the 2k/8k split) and on each OOD test set of the dataset node.
+
+Cells, row = the variant's row name, values in % as the paper prints them (NLL in nats):
+``conf_<set>`` (mean largest probability on the OOD set) and ``auroc_<set>`` (in-distribution
+positive, score = largest probability) for each OOD set under the paper's short name
+(``fmnist``, ``kmnist``, ``emnist``; ``svhn``, ``cifar100`` on CIFAR-10), plus the
+in-distribution ``acc_<in>``, ``conf_<in>``, ``nll_<in>``, ``brier_<in>`` and ``ece_<in>``.
+An optional OOD set whose files are absent (``dataset.optional_ood``) is skipped; the record's
+``fitted.ood_needs_data`` names its files and folder, and its cells are left out.
+"""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from bench.datasets.image_classification import ImageClassificationData
+from bench.harness.result import TaskResult
+from bench.harness.task_inputs import takes
+from bench.metrics.classification import classification_metrics
+from bench.tasks.classification_methods import predict_variants, prepare_job, short_name
+
+PERCENT = 100.0
+IN_DISTRIBUTION_CELLS = {"acc": ("accuracy", PERCENT), "conf": ("confidence", PERCENT),
+                         "nll": ("nll", 1.0), "brier": ("brier", 1.0), "ece": ("ece", PERCENT)}
+
+
+def ood_cells(result: TaskResult, row: str, scores: dict[str, float], in_set: str,
+              ood_sets: tuple[str, ...]) -> None:
+    """Add one row's cells from ``classification_metrics`` output (module docstring)."""
+    for prefix, (metric, scale) in IN_DISTRIBUTION_CELLS.items():
+        result.add(row, f"{prefix}_{short_name(in_set)}", scale * scores[metric])
+    for name in ood_sets:
+        result.add(row, f"conf_{short_name(name)}", PERCENT * scores[f"{name}_confidence"])
+        result.add(row, f"auroc_{short_name(name)}", PERCENT * scores[f"{name}_auroc"])
+
+
+@takes(datasets=(ImageClassificationData,))
+def run(cfg: DictConfig) -> TaskResult:
+    """Fit the method node's variants on the seed's MAP network; score OOD detection."""
+    job = prepare_job(cfg)
+    data, seed = job.data, job.seed
+    ood_sets = data.available_ood
+    sets = {data.images: job.splits.x_test,
+            **{name: data.ood_set(name, seed).x for name in ood_sets}}
+    job.result.fitted["ood_needs_data"] = data.missing_ood()
+    job.result.fitted["ood_sets"] = list(ood_sets)
+    for variant in predict_variants(cfg, job, sets):
+        ood = {name: variant.predictives[name] for name in ood_sets}
+        scores = classification_metrics(
+            variant.predictives[data.images], job.splits.y_test, ood,
+            n_bins=int(cfg.metrics.n_bins), calibration=str(cfg.metrics.calibration),
+            ood_score=str(cfg.metrics.ood_score))
+        ood_cells(job.result, variant.row, scores, data.images, ood_sets)
+    return job.result

@@ -1,0 +1,166 @@
+"""Laplace Redux Table 3 and Figure 9 end to end at smoke scale through ``bench.reproduce``;
+reports render (EMNIST cells "needs data"); bad data settings stop with one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from hydra.utils import instantiate
+
+from bench.cli.reproduce import main as reproduce
+from bench.harness.jobs import execute
+from bench.harness.records import iter_records
+from bench.models.classifiers import build_classifier
+from bench.reporting.data_needs import missing_data
+from bench.reporting.render import render_report
+from bench.reporting.specs import SPECS
+from tests.helpers import REPO, compose_config
+
+# The methods that exist on this branch; DE, BBB, CSGHMC and SWAG join at merge:
+# add classifier_ensemble, bayes_by_backprop, cyclical_sghmc, swag here (and their rows below).
+METHODS = "method=map_classifier,laplace_classifier"
+ROWS = {"MAP", "LA", "LA*"}
+
+
+def records_of(results, artifact: str) -> list[dict]:
+    return list(iter_records(results, f"laplace_redux/{artifact}", "smoke"))
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    """Table 3 through ``bench.reproduce`` (one Hydra multirun), then Figure 9's jobs in this
+    process (they must reuse Table 3's stored networks), at smoke scale."""
+    folder = tmp_path_factory.mktemp("redux")
+    status = reproduce(["laplace_redux/table-3", "--scale", "smoke", "--no-report", METHODS,
+                        f"results_dir={folder}"])
+    assert status == 0
+    for method in METHODS.split("=")[1].split(","):
+        execute(compose_config(["experiment=laplace_redux/figure-9", "scale=smoke", "seed=6",
+                                f"method={method}", f"results_dir={folder}"]))
+    return folder
+
+
+def test_table_3_cells_are_the_stored_networks_confidences(results):
+    records = records_of(results, "table-3")
+    assert {r["status"] for r in records} == {"ok"} and len(records) == 2
+    cells = {(c["row"], c["column"]): c["value"] for r in records for c in r["cells"]}
+    assert {row for row, _ in cells} == ROWS
+    assert not any(column.endswith("_emnist") for _, column in cells)
+    assert all(10.0 <= cells[(row, f"conf_{s}")] <= 100.0 for row in ROWS
+               for s in ("fmnist", "kmnist", "mnist"))
+    assert all(0.0 <= cells[(row, f"auroc_{s}")] <= 100.0 for row in ROWS
+               for s in ("fmnist", "kmnist"))
+    map_record = next(r for r in records if r["method"] == "MAP")
+    assert "emnist_digits_torchvision" in map_record["fitted"]["ood_needs_data"]
+    # MAP's FMNIST confidence by hand: the stored network's softmax on the same 100 images.
+    cfg = compose_config(["experiment=laplace_redux/table-3", "scale=smoke", "seed=6"])
+    data = instantiate(map_record["config"]["dataset"] | {"_target_": cfg.dataset._target_})
+    network = build_classifier("lenet_redux", torch.Generator())
+    network.load_state_dict(torch.load(f"{map_record['fitted']['network_path']}/weights.pt"))
+    with torch.no_grad():
+        probs = torch.softmax(network.eval()(data.ood_set("fashion_mnist", 6).x), dim=-1)
+    assert cells[("MAP", "conf_fmnist")] == pytest.approx(
+        100 * float(probs.max(dim=-1).values.double().mean()), rel=1e-6)
+    la = next(r for r in records if r["method"] != "MAP")
+    for row in ("LA", "LA*"):
+        assert la["timings"][f"{row}/predict_s"] > 0 and la["timings"][f"{row}/map_predict_s"] > 0
+        assert la["fitted"]["methods"][row]["prior_precision"] > 0
+    assert la["fitted"]["methods"]["LA"]["laplace_class"] == "KronLLLaplace"
+
+
+def test_figure_9_reuses_the_table_3_networks(results):
+    table = {r["method"]: r for r in records_of(results, "table-3")}
+    records = records_of(results, "figure-9")
+    assert {r["status"] for r in records} == {"ok"} and len(records) == 2
+    assert all(r["fitted"]["network_reused"] for r in records)
+    assert {r["fitted"]["recipe_hash"] for r in records} == \
+        {table["MAP"]["fitted"]["recipe_hash"]}
+    assert records[0]["arrays"]["levels"] == [float(a) for a in range(0, 181, 15)]
+    for record in records:
+        cells = {(c["row"], c["column"]): c["value"] for c in record["cells"]}
+        source = {(c["row"], c["column"]): c["value"] for c in table[record["method"]]["cells"]}
+        for row in {row for row, _ in cells}:
+            # Angle 0 is Table 3's test part, with the same network (and the same LA refit).
+            assert cells[(row, "angle=0/accuracy")] == pytest.approx(
+                source[(row, "acc_mnist")] / 100, abs=1e-12)
+            assert cells[(row, "angle=0/nll")] == pytest.approx(source[(row, "nll_mnist")],
+                                                                rel=1e-5)
+            assert all(f"angle={a}/brier" in {c for _, c in cells} for a in range(0, 181, 15))
+
+
+def test_reports_render_with_emnist_needing_data(results, tmp_path):
+    table_3 = records_of(results, "table-3")
+    written = render_report(SPECS["laplace_redux/table-3"], table_3, tmp_path)
+    frame = pd.read_csv(next(p for p in written if p.suffix == ".csv"))
+    emnist = frame[frame["column"].str.endswith("_emnist")]
+    assert len(emnist) == 7 * 2 and set(emnist["verdict"]) == {"needs data"}
+    for expected in ("emnist-digits-test-images-idx3-ubyte.gz", "in $BENCH_DATA_DIR/emnist/"):
+        assert emnist["cause"].str.contains(expected, regex=False).all()
+    la = frame[(frame["row"] == "LA") & (frame["column"] == "conf_fmnist")].iloc[0]
+    assert la["paper"] == 58.8 and la["verdict"] in {"agrees", "close", "differs"}
+    text = next(p for p in written if p.suffix == ".md").read_text()
+    assert "ours mean ± SE" in text and "prediction time LA / MAP" in text
+    written = render_report(SPECS["laplace_redux/figure-9"], records_of(results, "figure-9"),
+                            tmp_path)
+    assert any(p.suffix == ".png" for p in written)
+    assert "## Anchors" in next(p for p in written if p.suffix == ".md").read_text()
+
+
+def run_job(*overrides: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bench.run", "experiment=laplace_redux/table-3",
+                           "scale=smoke", *overrides], cwd=REPO, capture_output=True, text=True)
+
+
+def test_missing_in_distribution_files_stop_with_one_line(tmp_path):
+    done = run_job(f"dataset.root={tmp_path}", f"results_dir={tmp_path / 'results'}")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "error: image data set 'mnist' (train and test splits) not found: put "
+        "train-images-idx3-ubyte.gz")
+    assert not (tmp_path / "results" / "laplace_redux").exists()
+
+
+def test_unknown_ood_set_stops_with_one_line_naming_dataset_ood(tmp_path):
+    done = run_job("dataset.ood=[fashion_mnist,emnist_letters]", f"results_dir={tmp_path}")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "error: dataset.ood='emnist_letters' is not valid; choose one of: mnist, fashion_mnist")
+
+
+def test_cifar10c_panel_runs_on_generated_files_and_needs_data_here(tmp_path, monkeypatch):
+    from tests.unit.datasets.image_fixtures import write_cifar, write_cifar10_c
+
+    rng = np.random.default_rng(0)
+    write_cifar(tmp_path / "data" / "cifar10" / "cifar-10-batches-py", rng, per_file=12)
+    for corruption in ("snow", "fog"):
+        write_cifar10_c(tmp_path / "data" / "cifar10_c", corruption, per_severity=12)
+    monkeypatch.setenv("BENCH_DATA_DIR", str(tmp_path / "data"))
+    cfg = compose_config(["experiment=laplace_redux/figure-9-cifar10c", "scale=smoke",
+                          "seed=6", "method=map_classifier", f"results_dir={tmp_path / 'r'}"])
+    record = execute(cfg)
+    assert record["status"] == "ok", record["traceback"]
+    assert record["arrays"]["levels"] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert json.loads(json.dumps(record["config"]["network"]["model_options"])) == {
+        "dropout": 0.3, "widen": 1}
+    columns = {c["column"] for c in record["cells"]}
+    assert {f"severity={s}/brier" for s in range(6)} <= columns
+    lines = missing_data(SPECS["laplace_redux/figure-9-cifar10c"], tmp_path / "empty")
+    assert lines and "cifar-10-batches-py" in lines[0]
+
+
+def test_paper_scale_runs_swag_at_the_authors_seed_only():
+    from bench.cli.reproduce import sweep_overrides
+
+    for artifact in ("table-3", "figure-9"):
+        main, swag = sweep_overrides(f"laplace_redux/{artifact}", "paper", [])
+        assert main[2:] == ["seed=6,12,13,523,972394", "method=map_classifier,classifier_ensemble"
+                            ",bayes_by_backprop,cyclical_sghmc,laplace_classifier"]
+        assert swag[2:] == ["seed=6", "method=swag"]
+    assert sweep_overrides("laplace_redux/table-3", "smoke", [METHODS])[0][2:] == [
+        "seed=6", METHODS]
