@@ -22,10 +22,10 @@ from bench.reporting.render import render_report
 from bench.reporting.specs import SPECS
 from tests.helpers import REPO, compose_config
 
-# The methods that exist on this branch; DE, BBB, CSGHMC and SWAG join at merge:
-# add classifier_ensemble, bayes_by_backprop, cyclical_sghmc, swag here (and their rows below).
-METHODS = "method=map_classifier,laplace_classifier"
-ROWS = {"MAP", "LA", "LA*"}
+# Every method of the table:
+METHODS = ("method=map_classifier,classifier_ensemble,bayes_by_backprop,cyclical_sghmc,swag,"
+           "laplace_classifier")
+ROWS = {"MAP", "DE", "BBB", "CSGHMC", "SWAG", "LA", "LA*"}
 
 
 def records_of(results, artifact: str) -> list[dict]:
@@ -48,7 +48,7 @@ def results(tmp_path_factory):
 
 def test_table_3_cells_are_the_stored_networks_confidences(results):
     records = records_of(results, "table-3")
-    assert {r["status"] for r in records} == {"ok"} and len(records) == 2
+    assert {r["status"] for r in records} == {"ok"} and len(records) == 6
     cells = {(c["row"], c["column"]): c["value"] for r in records for c in r["cells"]}
     assert {row for row, _ in cells} == ROWS
     assert not any(column.endswith("_emnist") for _, column in cells)
@@ -77,8 +77,12 @@ def test_table_3_cells_are_the_stored_networks_confidences(results):
 def test_figure_9_reuses_the_table_3_networks(results):
     table = {r["method"]: r for r in records_of(results, "table-3")}
     records = records_of(results, "figure-9")
-    assert {r["status"] for r in records} == {"ok"} and len(records) == 2
+    assert {r["status"] for r in records} == {"ok"} and len(records) == 6
     assert all(r["fitted"]["network_reused"] for r in records)
+    # Nothing retrains: the trained methods load their stored states and DE its members.
+    methods = {row: d for r in records for row, d in r["fitted"]["methods"].items()}
+    assert all(methods[row]["state_reused"] for row in ("BBB", "CSGHMC", "SWAG"))
+    assert methods["DE"]["members_trained_now"] == []
     assert {r["fitted"]["recipe_hash"] for r in records} == \
         {table["MAP"]["fitted"]["recipe_hash"]}
     assert records[0]["arrays"]["levels"] == [float(a) for a in range(0, 181, 15)]

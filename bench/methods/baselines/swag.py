@@ -193,7 +193,7 @@ class SWAG:
         self.network.eval()
         self.refresh_inputs = data.train_inputs if self.bn_refresh else None
         self.refreshed: dict[tuple, dict[str, Tensor]] = {}
-        return {"recipe_hash": stored.recipe_hash, "reused": stored.reused,
+        return {"recipe_hash": stored.recipe_hash, "state_reused": stored.reused,
                 "snapshots": int(stored.state["count"]),
                 "rank_used": len(self.state["deviations"])}
 

@@ -87,12 +87,12 @@ def test_second_fit_loads_the_stored_moments(tmp_path):
     data = tiny_data(tmp_path)
     first = SWAG(epochs=2, batch_size=8, rank=2, n_samples=2)
     second = SWAG(epochs=2, batch_size=8, rank=2, n_samples=2)
-    assert not first.fit(data, seed=1, base=tiny_network())["reused"]
-    assert second.fit(data, seed=1, base=tiny_network())["reused"]
+    assert not first.fit(data, seed=1, base=tiny_network())["state_reused"]
+    assert second.fit(data, seed=1, base=tiny_network())["state_reused"]
     for key, tensor in first.stored_tensors().items():
         assert torch.equal(second.stored_tensors()[key], tensor)
     other = SWAG(epochs=2, batch_size=8, rank=2, n_samples=2, lr=0.02)
-    assert not other.fit(data, seed=1, base=tiny_network())["reused"]
+    assert not other.fit(data, seed=1, base=tiny_network())["state_reused"]
 
 
 def test_an_interrupted_run_resumes_exactly(tmp_path, monkeypatch):
