@@ -109,3 +109,13 @@ def method_variants(node: DictConfig) -> Mapping[str, dict[str, Any]]:
     if not variants:
         return {str(node.name): {}}
     return OmegaConf.to_container(variants, resolve=True)
+
+
+def merged_method_node(node: DictConfig, settings: Mapping[str, Any] | None) -> DictConfig:
+    """``node`` with ``settings`` merged on (new keys and nested dicts included: the composed
+    node is a struct config, so the merge goes into a plain copy of its resolved values)."""
+    if not settings:
+        return node
+    return OmegaConf.merge(OmegaConf.create(OmegaConf.to_container(node, resolve=True)),
+                           settings)
+

@@ -22,14 +22,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from torch import Tensor
 
 from bench.datasets.image_classification import ImageClassificationData, ImageSplits
 from bench.datasets.training_set import TrainingSet
 from bench.harness.result import TaskResult
 from bench.harness.timing import Stopwatch
-from bench.methods.base import instantiate_method, method_variants
+from bench.methods.base import instantiate_method, merged_method_node, method_variants
 from bench.methods.baselines.map_classifier import MapClassifier
 from bench.metrics.classification import accuracy
 from bench.predictive.categorical import Categorical
@@ -93,7 +93,7 @@ def prepare_job(cfg: DictConfig) -> ClassificationJob:
 def configured_method_node(cfg: DictConfig) -> DictConfig:
     """The method node with the experiment's ``method_settings[<method name>]`` merged on."""
     settings = (cfg.get("method_settings") or {}).get(str(cfg.method.name))
-    return OmegaConf.merge(cfg.method, settings) if settings else cfg.method
+    return merged_method_node(cfg.method, settings)
 
 
 def predict_variants(cfg: DictConfig, job: ClassificationJob, sets: Mapping[str, Tensor]

@@ -41,7 +41,13 @@ from bench.datasets.training_set import TrainingSet
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
-from bench.methods.base import instantiate_method, method_arguments, method_class, method_variants
+from bench.methods.base import (
+    instantiate_method,
+    merged_method_node,
+    method_arguments,
+    method_class,
+    method_variants,
+)
 from bench.metrics.memory import analytic_count, megabytes, stored_bytes
 from bench.models.classifiers import count_parameters
 from bench.training.network_store import TrainingRecipe, trained_network
@@ -88,11 +94,7 @@ def memory_method_node(cfg: DictConfig, recipe: TrainingRecipe) -> DictConfig:
         extra.setdefault("network_model", recipe.model)
     if "network_options" in accepted:
         extra.setdefault("network_options", dict(recipe.model_options))
-    if not extra:
-        return node
-    # The method node is a struct config (no new keys): merge into a plain copy of its values.
-    values = OmegaConf.to_container(node, resolve=True)
-    return OmegaConf.merge(OmegaConf.create(values), extra)
+    return merged_method_node(node, extra)
 
 
 @takes(datasets=(GeneratedImages,))

@@ -156,6 +156,12 @@ def test_cifar10c_panel_runs_on_generated_files_and_needs_data_here(tmp_path, mo
     assert {f"severity={s}/brier" for s in range(6)} <= columns
     lines = missing_data(SPECS["laplace_redux/figure-9-cifar10c"], tmp_path / "empty")
     assert lines and "cifar-10-batches-py" in lines[0]
+    # The baselines that build their own network build the WRN stand-in, not the LeNet.
+    for method in ("bayes_by_backprop", "cyclical_sghmc", "swag"):
+        record = execute(compose_config(["experiment=laplace_redux/figure-9-cifar10c",
+                                         "scale=smoke", "seed=6", f"method={method}",
+                                         f"results_dir={tmp_path / 'r'}"]))
+        assert record["status"] == "ok", record["traceback"]
 
 
 def test_paper_scale_runs_swag_at_the_authors_seed_only():

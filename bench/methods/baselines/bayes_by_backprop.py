@@ -54,6 +54,7 @@ from bench.harness.rng import (
 from bench.methods.baselines.scratch_training import (
     GLOBAL_STREAM,
     MINIBATCH_STREAM,
+    POSTERIOR_INIT_STREAM,
     EpochLog,
     check_network,
     require_count,
@@ -178,7 +179,10 @@ class BayesByBackprop:
                 "posterior_mu_init", "posterior_rho_init", "kl_weight", "kl_reduction", "lr",
                 "epochs",
                 "batch_size")
-        return {"method": "bbb", **{k: getattr(self, k) for k in keys},
+        # "init_stream": the posterior init draws from its own stream, apart from the flipout
+        # noise of training (states stored before that change are not reused).
+        return {"method": "bbb", "init_stream": list(POSTERIOR_INIT_STREAM),
+                **{k: getattr(self, k) for k in keys},
                 "optimizer": "adam", "schedule": "cosine per step", "data": data.identity()}
 
     def build(self, seed: int, in_channels: int) -> nn.Module:
@@ -186,7 +190,7 @@ class BayesByBackprop:
         the caller's global RNG is left as it was."""
         network = scratch_network(self.network_model, self.network_options, seed,
                                   self.num_classes, in_channels)
-        with seeded_global_rng(stream_seed(seed, GLOBAL_STREAM)):
+        with seeded_global_rng(stream_seed(seed, POSTERIOR_INIT_STREAM)):
             return to_flipout(network, self.prior_variance, self.posterior_mu_init,
                               self.posterior_rho_init)
 

@@ -25,6 +25,8 @@ NETWORK_STREAM = (0,)
 GLOBAL_STREAM = (1,)
 MINIBATCH_STREAM = (2,)
 NOISE_STREAM = (3,)
+# The initial variational posterior (bayesian-torch draws it from the global RNG).
+POSTERIOR_INIT_STREAM = (4,)
 
 
 def stream_seed(seed: int, stream: tuple[int, ...]) -> int:

@@ -107,6 +107,13 @@ PROTOCOL_NOTES = (
     "decay 3e-4 (paper: 5e-4), rank 40, scale 0.5, 30 samples (notes 10.3). LA: last-layer "
     "KFAC GGN (BackPACK), LA*: last-layer full empirical Fisher; scalar prior precision by "
     "post-hoc marginal likelihood, GLM probit predictive (notes section 1).",
+    "Our choices where the code is not reproducible as is: BBB runs in float32 (the code: "
+    "mixed precision) and its KL is bayesian-torch 0.5.0's (each layer's KL averaged over "
+    "its elements, then summed over layers: far weaker than the textbook sum; whether the "
+    "authors' 2021 install averaged is unverified, `method.kl_reduction=sum` gives the sum). "
+    "CSGHMC's cosine step size decays per step within each 50-epoch cycle; the code's "
+    "counter assumes batch 128 while its loader gives 512, so its step size drops about once "
+    "per epoch (notes 10.13); the cycle length is the same.",
     "Seeds: the authors' script runs SWAG for model seed 6 only, which the paper scale "
     "follows (its SWAG row then has no ±); cpu scale runs SWAG on every seed of the scale.",
     "EMNIST-digits is not in the offline data: its cells say 'needs data' with the files "
@@ -122,7 +129,9 @@ CPU_NOTES = (
     "every row; MAP 10 of 100 epochs (cosine over the 10), which every row built on the MAP "
     "inherits (DE, SWAG, LA, LA*); DE: members 2-5 trained 10 epochs each; BBB 10 of 100 "
     "epochs; CSGHMC 4 cycles x 5 epochs (the paper 4 x 50), still 3 sampled epochs per cycle, "
-    "12 samples; SWAG 20 of 40 epochs, 20 snapshots and rank 20 (paper 40). Everything else "
+    "12 samples, kept after epochs 3, 4 and 5 of each cycle, where the cosine step size is "
+    "about 0.035, 0.0095 and 0 (at paper scale epochs 48-50: about 4e-4, 1e-4 and 0), so two "
+    "of every three samples come from a hotter point of the schedule; SWAG 20 of 40 epochs, 20 snapshots and rank 20 (paper 40). Everything else "
     "as at paper scale.",
 )
 

@@ -147,3 +147,16 @@ def test_a_bad_value_names_its_method_key(key, value):
         BayesByBackprop(**{key: value})
     with pytest.raises(ConfigError, match="method.network_options.width"):
         BayesByBackprop(network_options={"width": 3})
+
+
+def test_the_initial_posterior_and_the_training_noise_come_from_different_streams():
+    from bench.harness.rng import seeded_global_rng
+    from bench.methods.baselines.scratch_training import GLOBAL_STREAM, stream_seed
+
+    method = tiny_method()
+    first = next(m for m in method.build(seed=3, in_channels=1).modules()
+                 if isinstance(m, LinearFlipout))
+    with seeded_global_rng(stream_seed(3, GLOBAL_STREAM)):
+        training_noise = torch.randn_like(first.mu_weight)
+    # mu ~ N(0, 0.1): drawn from the training stream it would equal 0.1 x its first noise.
+    assert not torch.allclose(first.mu_weight / 0.1, training_noise)
