@@ -131,7 +131,8 @@ CPU_NOTES = (
     "epochs; CSGHMC 4 cycles x 5 epochs (the paper 4 x 50), still 3 sampled epochs per cycle, "
     "12 samples, kept after epochs 3, 4 and 5 of each cycle, where the cosine step size is "
     "about 0.035, 0.0095 and 0 (at paper scale epochs 48-50: about 4e-4, 1e-4 and 0), so two "
-    "of every three samples come from a hotter point of the schedule; SWAG 20 of 40 epochs, 20 snapshots and rank 20 (paper 40). Everything else "
+    "of every three samples come from a hotter point of the schedule; SWAG 20 of 40 epochs, "
+    "20 snapshots and rank 20 (paper 40). Everything else "
     "as at paper scale.",
 )
 
