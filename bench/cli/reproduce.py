@@ -4,6 +4,10 @@
 one its report spec reads: ``ssla/figure-2`` is drawn from ``ssla/table-2``'s records), reads
 the experiment's ``sweep`` and per-scale ``seeds``, launches one Hydra multirun over them
 (finished jobs are skipped), and renders the report of every artifact drawn from those records.
+``--workers N`` (default: the cores available) splits each multirun by seed and runs up to N of
+those per-seed multiruns at once, each with ``cores / N`` torch threads; the jobs of one seed
+stay in order (a MAP network before the methods that reuse it) and records, identical to a
+one-process run's, are safe under concurrent writers.
 ``--launcher slurm`` submits the same multirun to Slurm through submitit instead (the reports
 are then rendered by a later ``python -m bench.report``).
 """
@@ -11,8 +15,10 @@ are then rendered by a later ``python -m bench.report``).
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
+import time
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
@@ -100,6 +106,57 @@ def _sweep_items(sweep: dict, seeds: list, overridden: set[str]) -> list[str]:
                     for key, values in sweep.items()]
 
 
+def available_cores() -> int:
+    """Cores this process may run on (the affinity mask where the platform has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def split_by_seed(overrides: list[str]) -> list[list[str]]:
+    """One multirun per value of the ``seed=`` sweep item of ``overrides`` (unchanged when it
+    has one value or none)."""
+    for index, item in enumerate(overrides):
+        if item.startswith("seed="):
+            seeds = item.split("=", 1)[1].split(",")
+            return [overrides[:index] + [f"seed={seed}"] + overrides[index + 1:]
+                    for seed in seeds]
+    return [overrides]
+
+
+def worker_environment(workers: int) -> dict[str, str]:
+    """The environment of one of ``workers`` parallel multiruns: the cores shared out as torch
+    threads, unless the caller set OMP_NUM_THREADS itself."""
+    env = dict(os.environ)
+    if workers > 1 and "OMP_NUM_THREADS" not in env:
+        env["OMP_NUM_THREADS"] = str(max(1, available_cores() // workers))
+    return env
+
+
+def run_commands(commands: list[list[str]], workers: int) -> int:
+    """Run ``commands`` with at most ``workers`` at once; 0 when all succeed, 1 when some job
+    failed (a multirun's status 1), otherwise the first other non-zero status."""
+    env = worker_environment(workers)
+    pending, running, statuses = list(commands), [], []
+    while pending or running:
+        while pending and len(running) < workers:
+            running.append(subprocess.Popen(pending.pop(0), env=env))
+        still = []
+        for process in running:
+            status = process.poll()
+            if status is None:
+                still.append(process)
+            else:
+                statuses.append(status)
+        running = still
+        if running:
+            time.sleep(0.2)
+    hard = [status for status in statuses if status not in (0, 1)]
+    if hard:
+        return hard[0]
+    return int(any(statuses))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(prog="python -m bench.reproduce", description=__doc__)
@@ -108,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--launcher", default=None, help="hydra/launcher option, e.g. slurm")
     parser.add_argument("--no-report", action="store_true", help="only run the jobs")
     parser.add_argument("--dry-run", action="store_true", help="print the command, run nothing")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="per-seed multiruns run at once (default: the cores available; "
+                             "1 runs everything in one process)")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides, e.g. device=cuda")
     args = parser.parse_intermixed_args(argv)
     try:
@@ -118,21 +178,26 @@ def main(argv: list[str] | None = None) -> int:
         check_overrides([f"experiment={experiment}", *extra])
         require_writable_results_dir(extra)
         multiruns = sweep_overrides(experiment, args.scale, extra)
+        workers = available_cores() if args.workers is None else args.workers
+        if workers < 1:
+            raise ConfigError(f"--workers must be a positive integer, got {workers}")
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if workers > 1 and not args.launcher:
+        multiruns = [one for overrides in multiruns for one in split_by_seed(overrides)]
+        workers = min(workers, len(multiruns))
+    else:
+        workers = 1
     commands = [[sys.executable, "-m", "bench.run", "-m", *overrides] for overrides in multiruns]
     for command in commands:
         print(" ".join(command[1:]))
     if args.dry_run:
         return 0
-    jobs_failed = False
-    for command in commands:
-        status = subprocess.run(command).returncode
-        if status == 1:
-            jobs_failed = True
-        elif status != 0:
-            return status
+    status = run_commands(commands, workers)
+    if status not in (0, 1):
+        return status
+    jobs_failed = status == 1
     if args.no_report or args.launcher:
         return int(jobs_failed)
     artifacts = [spec.key for spec in specs_reading(experiment)]

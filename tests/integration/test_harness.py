@@ -111,7 +111,7 @@ def test_bad_input_is_one_line_naming_the_key(args, expected, tmp_path, capsys, 
 def test_reproduce_builds_the_multirun_of_an_experiment(capsys):
     from bench.cli.reproduce import main as reproduce_main
 
-    assert reproduce_main(["ssla/table-1", "--scale", "cpu", "--dry-run"]) == 0
+    assert reproduce_main(["ssla/table-1", "--scale", "cpu", "--dry-run", "--workers", "1"]) == 0
     command = capsys.readouterr().out.strip()
     assert "seed=0,1,2,3,4,5" in command
     assert "task.n=100000,200000,300000,500000,700000,900000,1000000" in command

@@ -1,0 +1,59 @@
+"""Parallel per-seed multiruns of ``bench.reproduce``: splitting, environment, exit status."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from bench.cli import reproduce
+
+
+def test_split_by_seed_gives_one_multirun_per_seed():
+    overrides = ["experiment=x", "scale=cpu", "seed=6,12,13", "method=a,b"]
+    assert reproduce.split_by_seed(overrides) == [
+        ["experiment=x", "scale=cpu", "seed=6", "method=a,b"],
+        ["experiment=x", "scale=cpu", "seed=12", "method=a,b"],
+        ["experiment=x", "scale=cpu", "seed=13", "method=a,b"],
+    ]
+    assert reproduce.split_by_seed(["experiment=x", "method=a,b"]) == [["experiment=x",
+                                                                         "method=a,b"]]
+
+
+def test_workers_share_the_cores_as_torch_threads(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(reproduce, "available_cores", lambda: 8)
+    assert reproduce.worker_environment(4)["OMP_NUM_THREADS"] == "2"
+    assert reproduce.worker_environment(16)["OMP_NUM_THREADS"] == "1"
+    assert "OMP_NUM_THREADS" not in reproduce.worker_environment(1)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert reproduce.worker_environment(4)["OMP_NUM_THREADS"] == "3"
+
+
+def _exits(code: int) -> list[str]:
+    return [sys.executable, "-c", f"import sys; sys.exit({code})"]
+
+
+@pytest.mark.parametrize(("codes", "expected"), [([0, 0, 0], 0), ([0, 1, 0], 1),
+                                                 ([1, 3, 0], 3), ([0, 0, 2], 2)])
+def test_run_commands_combines_exit_statuses(codes, expected):
+    assert reproduce.run_commands([_exits(code) for code in codes], workers=2) == expected
+
+
+def test_run_commands_runs_every_command(tmp_path):
+    commands = [[sys.executable, "-c", f"open(r'{tmp_path}/{k}', 'w').close()"]
+                for k in range(5)]
+    assert reproduce.run_commands(commands, workers=3) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [str(k) for k in range(5)]
+
+
+def test_dry_run_prints_one_multirun_per_seed_with_workers(capsys):
+    assert reproduce.main(["ssla/table-1", "--scale", "cpu", "--dry-run", "--workers", "3"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split("seed=")[1].split()[0] for line in lines] == [str(s) for s in range(6)]
+
+
+def test_non_positive_workers_is_a_config_error(capsys):
+    assert reproduce.main(["ssla/table-1", "--scale", "cpu", "--dry-run", "--workers", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--workers" in err[0]
