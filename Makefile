@@ -6,7 +6,7 @@ PY := $(BIN)/python
 SCALE ?= cpu
 # Per-seed multiruns run at once by bench.reproduce (empty: one per core available).
 WORKERS ?=
-WORKERS_FLAG := $(if $(WORKERS),--workers $(WORKERS))
+WORKERS_FLAG := $(if $(WORKERS), --workers $(WORKERS))
 RESULTS ?= results
 export BENCH_RESULTS_DIR ?= $(RESULTS)
 # `make <target> PY=/path/to/python` runs in an environment you made yourself: no install step.
@@ -22,7 +22,7 @@ INSTALLED := $(if $(filter command line,$(origin PY)),,$(VENV)/.installed)
 paper_of = $(word 1,$(subst -, ,$(1)))
 artifact_key = $(if $(filter table-% figure-%,$(1)),ssla/$(1),$(call paper_of,$(1))/$(patsubst $(call paper_of,$(1))-%,%,$(1)))
 reproduce-%: $(INSTALLED)  ## Run one artifact's jobs and render its report (SCALE=smoke|cpu|paper)
-	$(PY) -m bench.reproduce $(call artifact_key,$*) --scale $(SCALE) $(WORKERS_FLAG)
+	$(PY) -m bench.reproduce $(call artifact_key,$*) --scale $(SCALE)$(WORKERS_FLAG)
 
 help:  ## List the make targets
 	@grep -E '^[a-zA-Z0-9_%.-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort
@@ -66,7 +66,7 @@ list-reproduce: $(INSTALLED)  ## List the reproduce targets, one per implemented
 
 reproduce-all: $(INSTALLED) $(if $(filter paper,$(SCALE)),tune-heteroscedastic)  ## Every implemented artifact at SCALE
 	set -e; artifacts=$$($(PY) -m bench.cli.artifacts); \
-	for a in $$artifacts; do $(PY) -m bench.reproduce $$a --scale $(SCALE) $(WORKERS_FLAG); done
+	for a in $$artifacts; do $(PY) -m bench.reproduce $$a --scale $(SCALE)$(WORKERS_FLAG); done
 	$(PY) -m bench.report --index
 
 reports: $(INSTALLED)  ## Re-render every report from existing records
