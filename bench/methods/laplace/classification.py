@@ -35,11 +35,13 @@ What the settings mean (laplace-redux-reproduction-notes §1, generalized-laplac
 ``data`` for fitting is any object with ``train_inputs`` (``[N, ...]``) and integer
 ``train_labels`` (``[N]``) tensors (:class:`ClassificationTrainData`). When it also has an
 ``augmenter()`` that returns an augmentation (a :class:`~bench.datasets.training_set.TrainingSet`
-with ``crop_flip``), the curvature is fitted on augmented batches, as Laplace Redux fits its
-CIFAR-10 LA on the augmented training loader: one pass, each image augmented once, the draws
-from a generator seeded with ``derived_seed(seed, spawn_key=(AUGMENT_STREAM,))``. ``base`` is
-the trained network (a ``torch.nn.Module``, or an object holding one in ``.module``, as a stored
-network does); it is copied, so the caller's network is never modified.
+with ``crop_flip``), the curvature is fitted on augmented images, as Laplace Redux fits its
+CIFAR-10 LA on the augmented training loader: one pass, each image augmented once
+(:func:`augmented_once`, made before the fit so that laplace-torch's peeks at the first batch
+draw nothing), from a generator seeded with ``derived_seed(seed, spawn_key=(AUGMENT_STREAM,))``.
+``base`` is the trained network (a ``torch.nn.Module``, or an object holding one in
+``.module``, as a stored network does); it is copied, so the caller's network is never
+modified.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from typing import Any, ClassVar, Protocol
 
 import torch
 from torch import Tensor, nn
-from torch.utils.data import DataLoader, TensorDataset, default_collate
+from torch.utils.data import DataLoader, TensorDataset
 
 from bench.datasets.augmentation import Augment
 from bench.harness.errors import ConfigError, require_choice, require_positive
@@ -84,24 +86,20 @@ class ClassificationTrainData(Protocol):
 
 
 def train_loader(data: ClassificationTrainData, batch_size: int,
-                 dtype: torch.dtype | None = None,
-                 augment: Augment | None = None,
-                 generator: torch.Generator | None = None) -> DataLoader:
+                 dtype: torch.dtype | None = None, inputs: Tensor | None = None) -> DataLoader:
     """An unshuffled loader over ``(train_inputs, train_labels)`` (inputs cast to ``dtype``);
-    with ``augment``, every batch it yields is ``augment(inputs, generator)``."""
-    inputs = data.train_inputs if dtype is None else data.train_inputs.to(dtype)
+    ``inputs`` replaces ``train_inputs`` (e.g. their augmented copy)."""
+    inputs = data.train_inputs if inputs is None else inputs
+    inputs = inputs if dtype is None else inputs.to(dtype)
     labels = data.train_labels.reshape(-1).long()
-    if augment is None:
-        return DataLoader(TensorDataset(inputs, labels), batch_size=batch_size)
-    if generator is None:
-        raise ValueError("an augmented loader needs an explicit torch.Generator")
+    return DataLoader(TensorDataset(inputs, labels), batch_size=batch_size)
 
-    def augmented_batch(rows: list[tuple[Tensor, Tensor]]) -> tuple[Tensor, Tensor]:
-        x, y = default_collate(rows)
-        return augment(x, generator), y
 
-    return DataLoader(TensorDataset(inputs, labels), batch_size=batch_size,
-                      collate_fn=augmented_batch)
+def augmented_once(inputs: Tensor, augment: Augment, batch_size: int,
+                   generator: torch.Generator) -> Tensor:
+    """``inputs`` with every row augmented once, chunk by chunk of ``batch_size`` rows in
+    order, the draws from ``generator`` (one pass of an augmented, unshuffled loader)."""
+    return torch.cat([augment(chunk, generator) for chunk in inputs.split(batch_size)])
 
 
 def network_of(base: Any) -> nn.Module:
@@ -194,8 +192,11 @@ class LaplaceTorchClassifier:
                           temperature=1.0 / self.temperature,
                           backend=backend_class(self.backend))
         augment = data.augmenter() if hasattr(data, "augmenter") else None
-        generator = make_generator(derived_seed(int(seed), spawn_key=(AUGMENT_STREAM,)))
-        self.la.fit(train_loader(data, self.batch_size, dtype, augment, generator))
+        inputs = None
+        if augment is not None:
+            generator = make_generator(derived_seed(int(seed), spawn_key=(AUGMENT_STREAM,)))
+            inputs = augmented_once(data.train_inputs, augment, self.batch_size, generator)
+        self.la.fit(train_loader(data, self.batch_size, dtype, inputs))
         if self.prior_tuning == "marglik":
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="By default `link_approx`")
