@@ -13,6 +13,15 @@ MNIST, Fashion-MNIST or CIFAR-10 test sets); ``val_size=0`` keeps the whole test
 test part and every OOD set to random subsets for small scales, drawn from generators derived
 from the ``seed`` the methods take (train, test and each OOD set from their own stream).
 
+Normalisation per set. ``normalisation`` applies to the in-distribution images; an OOD set
+named in ``ood_normalisation`` uses its own (Laplace Redux's CIFAR-10 OOD loaders: SVHN with
+SVHN statistics, LSUN unnormalised, CIFAR-100 with another std; notes section 4).
+
+Augmentation. ``augmentation`` (``none`` or ``crop_flip``, :mod:`bench.datasets.augmentation`)
+is what every training minibatch goes through; it is part of the training data's identity
+(trained networks and method states) and is applied by the methods, never to the stored
+tensors.
+
 Optional OOD sets. A name in ``optional_ood`` (also listed in ``ood``) may have no files: the
 node builds, :attr:`ImageClassificationData.available_ood` leaves it out and
 :meth:`~ImageClassificationData.missing_ood` names its files and folder (Laplace Redux's EMNIST
@@ -29,6 +38,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import random_split
 
+from bench.datasets.augmentation import training_augmentation
 from bench.datasets.image_transforms import normalisation, rotate_images, to_float
 from bench.datasets.vision import (
     CIFAR10_C_CORRUPTIONS,
@@ -44,6 +54,8 @@ from bench.harness.rng import derived_seed, make_generator
 
 TRAIN_STREAM, TEST_STREAM, FIRST_OOD_STREAM = 0, 1, 2
 SET_CHOICES = [name for name in IMAGE_SOURCES if name != "cifar10_c"]
+# In-distribution sets need a training split (LSUN's classroom_val is a test set only).
+IN_DISTRIBUTION_CHOICES = [name for name in SET_CHOICES if "train" in IMAGE_SOURCES[name].files]
 
 
 class ImageTensors(NamedTuple):
@@ -102,9 +114,11 @@ class ImageClassificationData:
 
     ``images``: the in-distribution set (a key of ``IMAGE_SOURCES``); ``ood``: OOD test sets;
     ``normalisation``: a key of ``image_transforms.NORMALISATIONS`` for the in-distribution
-    data; ``ood_normalisation``: per OOD set, where it differs (Laplace Redux: SVHN and
-    CIFAR-100 use their own); ``val_size``, ``split_seed``, ``n_train``, ``n_test``: module
-    docstring; ``download``: let torchvision fetch missing files (else they must be present);
+    data; ``ood_normalisation``: per OOD set, where it differs (Laplace Redux: SVHN, LSUN
+    and CIFAR-100 use their own; sets not in ``ood`` are ignored, so an experiment that
+    drops OOD sets may keep the map); ``augmentation``: of training minibatches (module
+    docstring); ``val_size``, ``split_seed``, ``n_train``, ``n_test``: module docstring;
+    ``download``: let torchvision fetch missing files (else they must be present);
     ``root``: data root (default ``$BENCH_DATA_DIR``); ``device``: where tensors are put;
     ``optional_ood``: OOD sets that may be absent (module docstring).
     """
@@ -122,10 +136,12 @@ class ImageClassificationData:
     root: str | None = None
     device: str = "cpu"
     optional_ood: Sequence[str] = ()
+    augmentation: str = "none"
     _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        source = IMAGE_SOURCES[require_choice("dataset.images", self.images, SET_CHOICES)]
+        source = IMAGE_SOURCES[require_choice("dataset.images", self.images,
+                                              IN_DISTRIBUTION_CHOICES)]
         self.ood = tuple(self.ood)
         self.ood_normalisation = dict(self.ood_normalisation)
         for name in self.ood:
@@ -139,8 +155,9 @@ class ImageClassificationData:
             require_choice("dataset.optional_ood", name, self.ood)
         normalisation(self.normalisation)
         for name, norm in self.ood_normalisation.items():
-            require_choice("dataset.ood_normalisation", name, self.ood)
+            require_choice("dataset.ood_normalisation", name, SET_CHOICES)
             normalisation(norm, f"dataset.ood_normalisation.{name}")
+        training_augmentation(self.augmentation, self.normalisation)
         n_test = source.sizes["test"]
         if isinstance(self.val_size, bool) or not isinstance(self.val_size, int) \
                 or not 0 <= self.val_size < n_test:

@@ -2,9 +2,9 @@
 
 Every reader returns numpy arrays: images ``uint8 [N, C, H, W]`` and labels ``int64 [N]``.
 Formats: IDX (MNIST, Fashion-MNIST, KMNIST, EMNIST; ``.gz`` or unpacked), KMNIST's ``.npz``
-files (key ``arr_0``), the CIFAR-10 / CIFAR-100 python pickles, SVHN's ``.mat`` files and the
-CIFAR-10-C ``.npy`` arrays. A file that is not what its name says raises
-:class:`ImageDataCorruptError` naming the file.
+files (key ``arr_0``), the CIFAR-10 / CIFAR-100 python pickles, SVHN's ``.mat`` files, the
+CIFAR-10-C ``.npy`` arrays and folders of encoded images (LSUN exported from its LMDB). A
+file that is not what its name says raises :class:`ImageDataCorruptError` naming the file.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import numpy as np
 from bench.harness.errors import ConfigError
 
 IDX_UBYTE = 0x08
+IMAGE_SUFFIXES = (".webp", ".jpg", ".jpeg", ".png")
 GZIP_MAGIC = b"\x1f\x8b"
 CIFAR_SIDE = 32
 SVHN_ZERO_LABEL = 10
@@ -176,3 +177,37 @@ def read_cifar10_c(images_path: str | Path, labels_path: str | Path,
     rows = slice((severity - 1) * n, severity * n)
     chosen = np.asarray(images[rows], dtype=np.uint8).transpose(0, 3, 1, 2)
     return np.ascontiguousarray(chosen), np.asarray(labels[rows]).astype(np.int64)
+
+
+def image_folder_files(folder: str | Path) -> list[Path]:
+    """The image files under ``folder`` (any depth; :data:`IMAGE_SUFFIXES`), ordered by file
+    name without its suffix: an LSUN export names each file by its LMDB key, so this is the
+    order in which torchvision's ``LSUN`` dataset walks the LMDB."""
+    files = [path for path in Path(folder).rglob("*")
+             if path.is_file() and path.suffix.lower() in IMAGE_SUFFIXES]
+    return sorted(files, key=lambda path: (path.stem, str(path)))
+
+
+def read_image_folder(folder: str | Path, size: tuple[int, int] = (CIFAR_SIDE, CIFAR_SIDE)
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Every image under ``folder`` (:func:`image_folder_files`) as ``uint8 [N, 3, H, W]``:
+    decoded by PIL, converted to RGB and resized to ``size = (H, W)`` with PIL's bilinear
+    filter, which is what torchvision's ``Resize(size=(H, W))`` does to a PIL image (Laplace
+    Redux's LSUN loader; ``ToTensor`` then divides by 255). Labels are all 0, as
+    torchvision's ``LSUN`` with one class gives them."""
+    from PIL import Image, UnidentifiedImageError
+
+    files = image_folder_files(folder)
+    if not files:
+        raise ImageDataCorruptError(f"{folder}: no image files ({', '.join(IMAGE_SUFFIXES)})")
+    height, width = size
+    images = np.empty((len(files), 3, height, width), dtype=np.uint8)
+    for i, path in enumerate(files):
+        try:
+            with Image.open(path) as picture:
+                resized = picture.convert("RGB").resize((width, height),
+                                                        Image.Resampling.BILINEAR)
+        except (OSError, UnidentifiedImageError) as err:
+            raise ImageDataCorruptError(f"{path}: not a readable image ({err})") from None
+        images[i] = np.asarray(resized, dtype=np.uint8).transpose(2, 0, 1)
+    return images, np.zeros(len(files), dtype=np.int64)

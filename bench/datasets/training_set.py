@@ -4,7 +4,10 @@ Every method of the contract (:mod:`bench.methods.base`) that conditions on a la
 set receives a :class:`TrainingSet`. Methods that only fit curvature read the two tensors;
 methods that train (ensembles, variational and sampling baselines, SWAG) also use the data's
 identity (part of their stored-state recipe, :mod:`bench.training.state_store`), the results
-folder their trained states are stored under and the device to train on.
+folder their trained states are stored under and the device to train on. ``augmentation``
+names the random transform every training minibatch goes through
+(:mod:`bench.datasets.augmentation`; Laplace Redux's CIFAR-10 crop and flip), which methods
+apply through :meth:`TrainingSet.augmenter`.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
+from bench.datasets.augmentation import Augment, training_augmentation
+
 
 @dataclass(frozen=True)
 class TrainingSet:
@@ -20,7 +25,8 @@ class TrainingSet:
 
     ``name`` and ``preprocessing`` identify the data (e.g. ``mnist``, ``unit``);
     ``results_dir`` is where trained states are stored (None: the default results folder);
-    ``device`` is where methods train.
+    ``device`` is where methods train; ``augmentation`` is the training-time augmentation
+    (``none`` or ``crop_flip``; ``preprocessing`` must then name the inputs' normalisation).
     """
 
     train_inputs: Tensor
@@ -29,10 +35,19 @@ class TrainingSet:
     preprocessing: str = "none"
     results_dir: str | None = None
     device: str = "cpu"
+    augmentation: str = "none"
 
     def identity(self) -> dict:
-        """The data's identity for a stored-state recipe: name, preprocessing, input shape and
-        number of training examples."""
-        return {"name": self.name, "preprocessing": self.preprocessing,
-                "image_shape": list(self.train_inputs.shape[1:]),
-                "train_size": len(self.train_inputs)}
+        """The data's identity for a stored-state recipe: name, preprocessing, input shape,
+        number of training examples and, when there is one, the augmentation (left out when
+        ``none``, so recipes made before augmentation existed keep their hashes)."""
+        values = {"name": self.name, "preprocessing": self.preprocessing,
+                  "image_shape": list(self.train_inputs.shape[1:]),
+                  "train_size": len(self.train_inputs)}
+        if self.augmentation != "none":
+            values["augmentation"] = self.augmentation
+        return values
+
+    def augmenter(self) -> Augment | None:
+        """``augment(batch, generator)`` for training minibatches, or None (no augmentation)."""
+        return training_augmentation(self.augmentation, self.preprocessing)

@@ -29,12 +29,21 @@ cifar100        ``cifar100/cifar-100-python/``:          ``cifar-100-python/``
 svhn            ``svhn/``: ``{train,test}_32x32.mat``    ``<root>`` itself
 cifar10_c       ``cifar10_c/``: ``<corruption>.npy``,    ``CIFAR-10-C/`` (the tar's folder;
                 ``labels.npy``                           no downloader)
+lsun            ``lsun/classroom_val/``: the 300 images  none (torchvision reads the LMDB
+                of LSUN's ``classroom_val`` LMDB         ``classroom_val_lmdb/``, which
+                exported as files (``.webp``, ``.jpg``,  needs the ``lmdb`` package; not a
+                ``.png``; any depth), test split only    dependency here)
 =============== ======================================== ==================================
 
 The shared offline copies (``shared/data``) follow the first three rows. EMNIST is stored
 transposed relative to MNIST and torchvision returns it so (Laplace Redux used it that way):
 ``emnist_digits`` is upright like MNIST, ``emnist_digits_torchvision`` is torchvision's
-orientation. ``cifar10_c`` severity 0 is the clean CIFAR-10 test set.
+orientation. ``cifar10_c`` severity 0 is the clean CIFAR-10 test set. ``lsun`` is Laplace
+Redux's LSUN OOD set: LSUN's classroom validation images, resized to 32 x 32 as its loader
+does (:func:`bench.datasets.image_files.read_image_folder`); the LMDB that LSUN distributes is
+exported to files first with LSUN's own tools (``python data.py export classroom_val_lmdb
+--out_dir <root>/lsun/classroom_val --flat``), since reading LMDB needs a package (``lmdb``)
+this project does not depend on.
 """
 
 from __future__ import annotations
@@ -93,7 +102,8 @@ class ImageSource:
     ``files[split]`` lists the required files, each as a tuple of accepted names (first = the
     name the error shows); ``folders`` are tried in order (ours first, then torchvision's);
     ``shape`` is one image's ``(C, H, W)``; ``download(root, split)`` runs torchvision's
-    downloader, None where there is none.
+    downloader, None where there is none; ``folder_entries``: the required entries are folders
+    (of image files), not files; ``hint`` is added to the missing-files message.
     """
 
     name: str
@@ -104,6 +114,12 @@ class ImageSource:
     num_classes: int
     shape: tuple[int, int, int]
     download: Callable[[Path, str], None] | None = field(default=None, compare=False)
+    folder_entries: bool = False
+    hint: str = ""
+
+    def holds(self, path: Path) -> bool:
+        """Whether ``path`` is a present entry of this source (a file, or a folder)."""
+        return path.is_dir() if self.folder_entries else path.is_file()
 
 
 def _idx(stem: str) -> tuple[str, ...]:
@@ -141,6 +157,10 @@ def _read_svhn(paths: list[Path]) -> tuple[np.ndarray, np.ndarray]:
     return image_files.read_svhn_mat(paths[0])
 
 
+def _read_lsun(paths: list[Path]) -> tuple[np.ndarray, np.ndarray]:
+    return image_files.read_image_folder(paths[0], COLOUR[1:])
+
+
 def _torchvision(class_name: str, **fixed) -> Callable[[Path, str], None]:
     """A downloader running ``torchvision.datasets.<class_name>(root, download=True)``."""
 
@@ -155,6 +175,10 @@ def _torchvision(class_name: str, **fixed) -> Callable[[Path, str], None]:
 
 
 GREY, COLOUR = (1, 28, 28), (3, 32, 32)
+LSUN_EXPORT_HINT = ("the folder holds LSUN's classroom_val images as files, exported from "
+                    "classroom_val_lmdb with LSUN's tools (python data.py export "
+                    "classroom_val_lmdb --out_dir <folder> --flat); the lmdb package is not a "
+                    "dependency")
 _EMNIST = dict(folders=("emnist", "EMNIST/raw"),
                files=_mnist_files("emnist-digits-train", "emnist-digits-test"),
                sizes={"train": 240_000, "test": 40_000}, num_classes=10, shape=GREY,
@@ -185,6 +209,8 @@ IMAGE_SOURCES: dict[str, ImageSource] = {
                     {"train": 73_257, "test": 26_032}, 10, COLOUR, _torchvision("SVHN")),
         ImageSource("cifar10_c", ("cifar10_c", "CIFAR-10-C"), {"test": ()}, _read_cifar10,
                     {"test": 10_000}, 10, COLOUR),
+        ImageSource("lsun", ("lsun",), {"test": (("classroom_val",),)}, _read_lsun,
+                    {"test": 300}, 1, COLOUR, folder_entries=True, hint=LSUN_EXPORT_HINT),
     )
 }
 
@@ -224,7 +250,7 @@ def find_image_files(name: str, split: str, root: str | Path | None = None, *,
     source, root = IMAGE_SOURCES[name], data_root() if root is None else Path(root)
     required = _required_files(source, split, corruption)
     for folder in source.folders:
-        found = [next((root / folder / n for n in names if (root / folder / n).is_file()),
+        found = [next((root / folder / n for n in names if source.holds(root / folder / n)),
                       None) for names in required]
         if all(path is not None for path in found):
             return found
@@ -244,15 +270,17 @@ def missing_files_message(name: str, splits: str | Sequence[str],
         return missing_files_message("cifar10", "test", root, root_hint=root_hint)
     source, root = IMAGE_SOURCES[name], data_root() if root is None else Path(root)
     folder = root / source.folders[0]
-    missing = [names[0] for split in splits
+    missing = [names[0] + ("/" if source.folder_entries else "") for split in splits
                for names in _required_files(source, split, corruption)
-               if not any((folder / n).is_file() for n in names)]
+               if not any(source.holds(folder / n) for n in names)]
     shown = ", ".join(missing[:6]) + (f" and {len(missing) - 6} more" if len(missing) > 6 else "")
-    other = root / source.folders[1]
     hint = f"{ROOT_HINT}; " if root_hint else ""
+    where = ([f"torchvision's folder {root / source.folders[1]}/ is read too"]
+             if len(source.folders) > 1 else [])
+    notes = "; ".join(part for part in (hint.rstrip("; "), *where, source.hint) if part)
     which = " and ".join(splits) + (" splits" if len(splits) > 1 else " split")
     return (f"image data set {name!r} ({which}) not found: put {shown} in "
-            f"{folder}/ ({hint}torchvision's folder {other}/ is read too)")
+            f"{folder}/ ({notes})")
 
 
 def load_images(name: str, split: str, root: str | Path | None = None, *,

@@ -126,7 +126,14 @@ def run_job(cfg: DictConfig, cli_overrides: list[str] | None = None) -> tuple[st
     with job_log(folder) as log_path:
         logger.info("run %s seed=%s -> %s", cfg.name, cfg.seed, folder)
         started, watch = _now(), Stopwatch()
-        result, error, trace = _run_task(cfg)
+        try:
+            result, error, trace = _run_task(cfg)
+        except ConfigError:
+            # Bad input found while the task ran (a checkpoint of another architecture, a
+            # stored state whose recipe changed): nothing of the job stays behind.
+            log_path.unlink(missing_ok=True)
+            remove_empty_folders(folder, Path(cfg.results_dir))
+            raise
         total = watch.elapsed()
         record = _record(cfg, resolved, chash, result, error, trace, started, total)
         try:
@@ -145,6 +152,18 @@ def run_job(cfg: DictConfig, cli_overrides: list[str] | None = None) -> tuple[st
         FAILED_JOBS.append(str(folder))
         print(f"  {error}", file=sys.stderr)
     return record["status"], record
+
+
+def remove_empty_folders(folder: Path, root: Path) -> None:
+    """Remove ``folder`` and its parents below ``root`` while they are empty."""
+    root = root.resolve()
+    folder = folder.resolve()
+    while folder != root and root in folder.parents:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (another job's files) or already gone
+            return
+        folder = folder.parent
 
 
 def config_error_in_chain(err: BaseException) -> ConfigError | None:

@@ -18,7 +18,8 @@ from bench.reporting.spec import SHOWN_ROOT, ArtifactSpec
 from bench.reporting.targets import paper_values
 from bench.reporting.verdicts import NEEDS_DATA
 
-__all__ = ["NEEDS_DATA", "SHOWN_ROOT", "missing_data", "needs_data_table", "render_needs_data"]
+__all__ = ["NEEDS_DATA", "SHOWN_ROOT", "anchors_table", "missing_cell_data", "missing_data",
+           "needs_data_table", "render_needs_data"]
 
 
 def missing_data(spec: ArtifactSpec, root: str | Path | None = None) -> list[str]:
@@ -43,14 +44,36 @@ def needs_data_table(spec: ArtifactSpec) -> pd.DataFrame:
     return pd.DataFrame(lines, columns=["row", "column", "paper", "ours", "verdict"])
 
 
+def missing_cell_data(spec: ArtifactSpec, root: str | Path | None = None) -> list[str]:
+    """One line per data set of ``spec.needs_data`` that only some cells need (an optional
+    OOD set) whose files are missing, naming those cells, the files and their folder."""
+    lines = []
+    for need in spec.needs_data:
+        message = need.missing_message(None if root is None else str(root))
+        if need.cells and message:
+            cells = ", ".join(column if row == "*" else f"{row} {column}"
+                              for row, column in need.cells)
+            lines.append(f"for the {cells} cells only: {message}")
+    return lines
+
+
+def anchors_table(spec: ArtifactSpec) -> pd.DataFrame:
+    """The spec's anchors (the paper's claims), each ``needs data``."""
+    return pd.DataFrame([{"anchor": anchor.label, "paper": anchor.paper, "ours": "—",
+                          "verdict": NEEDS_DATA} for anchor in spec.anchors],
+                        columns=["anchor", "paper", "ours", "verdict"])
+
+
 def render_needs_data(spec: ArtifactSpec, missing: list[str], out_dir: Path) -> list[Path]:
-    """Write ``<artifact>.md`` and ``.csv`` saying which files the artifact waits for."""
+    """Write ``<artifact>.md`` and ``.csv`` saying which files the artifact waits for (and,
+    with the paper's cells, the claims its anchors will check)."""
     paths = report_paths(spec.paper, spec.artifact, out_dir)
     table = needs_data_table(spec)
     target = f"make reproduce-{spec.paper}-{spec.artifact} SCALE=paper"
+    expected = [*missing, *missing_cell_data(spec)]
     lines = [f"# {spec.paper} {spec.artifact} — {spec.title}", "",
              f"Status: **{NEEDS_DATA}** · no records: the data below are not on this machine.",
-             "", "## Data expected", ""] + [f"- {line}" for line in missing] + [
+             "", "## Data expected", ""] + [f"- {line}" for line in expected] + [
              "", f"With the files in place, `{target}` runs the experiment (configs and the "
              "Slurm GPU launcher are in conf/; see README) and this report is rendered from its "
              "records.", ""]
@@ -58,6 +81,9 @@ def render_needs_data(spec: ArtifactSpec, missing: list[str], out_dir: Path) -> 
         lines += ["## Paper cells", "", markdown_table(table), ""]
     else:
         lines += ["_The paper prints no numbers for this artifact (figure only)._", ""]
+    if spec.anchors:
+        lines += ["## Anchors (checked once records exist)", "",
+                  markdown_table(anchors_table(spec)), ""]
     if spec.notes:
         lines += ["## Notes", ""] + [f"- {note}" for note in spec.notes] + [""]
     return [write_atomically(paths["csv"], table.to_csv(index=False)),

@@ -86,7 +86,7 @@ def prepare_job(cfg: DictConfig) -> ClassificationJob:
                           "network_path": str(stored.path),
                           "initial_weights": initial_weights(recipe)})
     training = TrainingSet(splits.x_train, splits.y_train, data.images, data.normalisation,
-                           str(cfg.results_dir), str(cfg.device))
+                           str(cfg.results_dir), str(cfg.device), data.augmentation)
     return ClassificationJob(data, splits, stored, training, seed, result)
 
 

@@ -60,9 +60,12 @@ def structure_row(structure: str, prior_precision: float, main_prior_precision: 
 
 def network_recipe(node: DictConfig, data: ImageClassificationData, n_train: int
                    ) -> TrainingRecipe:
-    """The experiment's ``network`` node (model and stages) with the training data it sees."""
+    """The experiment's ``network`` node (model and stages) with the training data it sees
+    (its augmentation named only when there is one, as ``TrainingSet.identity`` does)."""
+    augmentation = {} if data.augmentation == "none" else {"augmentation": data.augmentation}
     return recipe_for(node, {"name": data.images, "preprocessing": data.normalisation,
-                             "image_shape": list(data.input_shape), "train_size": n_train})
+                             "image_shape": list(data.input_shape), "train_size": n_train}
+                      | augmentation)
 
 
 def initial_weights(recipe: TrainingRecipe) -> str:

@@ -6,7 +6,9 @@ with momentum), learning rate, epochs, batch size, cosine or constant schedule a
 decay, applied either by the optimizer or as the term ``(weight_decay / 2) ||theta||^2`` added
 to the mean cross-entropy (``weight_decay_mode="objective"``). The network trains in train
 mode (batch norm uses batch statistics, dropout is on) and is left in eval mode. Minibatches are
-indexed on the images' device and moved to the network's device.
+indexed on the images' device and moved to the network's device, then, when an ``augment``
+function is given (:mod:`bench.datasets.augmentation`), augmented with draws from the minibatch
+generator (so a checkpoint's generator state also restores the augmentation stream).
 
 After every epoch ``on_epoch_end`` receives a :class:`ClassifierCheckpoint` (network, optimizer,
 schedule, minibatch generator and dropout RNG states, stage and epoch); passing it back as
@@ -152,8 +154,10 @@ class _StageRun:
 
     def __init__(self, module: nn.Module, images: Tensor, labels: Tensor, stage: TrainingStage,
                  index: int, lr: float, history: list[dict],
-                 report: Callable[[int, LoopState], None]) -> None:
+                 report: Callable[[int, LoopState], None],
+                 augment: Callable[[Tensor], Tensor] | None = None) -> None:
         self.module, self.images, self.labels = module, images, labels
+        self.augment = augment
         self.stage, self.index, self.lr, self.history, self.report = (stage, index, lr, history,
                                                                       report)
         self.parameters = list(module.parameters())
@@ -166,6 +170,8 @@ class _StageRun:
         """The stage's objective on the minibatch ``rows``."""
         x = self.images[rows].to(self.device, non_blocking=True)
         y = self.labels[rows].to(self.device, non_blocking=True)
+        if self.augment is not None:
+            x = self.augment(x)
         loss = F.cross_entropy(self.module(x), y)
         if self.stage.weight_decay_mode == "objective" and self.stage.weight_decay > 0:
             loss = loss + 0.5 * self.stage.weight_decay * l2_penalty(self.parameters)
@@ -190,14 +196,17 @@ def train_classifier(module: nn.Module, images: Tensor, labels: Tensor,
                      dropout_seed: int,
                      on_epoch_end: Callable[[ClassifierCheckpoint], None] | None = None,
                      resume: ClassifierCheckpoint | None = None,
-                     desc: str = "training") -> list[dict]:
+                     desc: str = "training",
+                     augment: Callable[[Tensor, torch.Generator], Tensor] | None = None
+                     ) -> list[dict]:
     """Train ``module`` on ``images [N, C, H, W]`` and integer ``labels [N]`` by ``stages``.
 
-    The CPU ``generator`` draws the minibatch order. Dropout draws from torch's global RNG, so
-    training runs inside ``torch.random.fork_rng`` seeded with ``dropout_seed`` (the caller's
-    RNG state is restored afterwards). Returns the history: one dict per epoch with ``stage``,
-    ``epoch`` (within the stage), ``objective`` (mean over minibatches, the L2 term included
-    when the stage adds it), ``lr`` (the epoch's learning rate) and ``seconds``.
+    The CPU ``generator`` draws the minibatch order and, with ``augment(batch, generator)``,
+    each minibatch's augmentation (after the epoch's order). Dropout draws from torch's global
+    RNG, so training runs inside ``torch.random.fork_rng`` seeded with ``dropout_seed`` (the
+    caller's RNG state is restored afterwards). Returns the history: one dict per epoch with
+    ``stage``, ``epoch`` (within the stage), ``objective`` (mean over minibatches, the L2 term
+    included when the stage adds it), ``lr`` (the epoch's learning rate) and ``seconds``.
     """
     for i, stage in enumerate(stages):
         stage.check(f"stages[{i}]")
@@ -231,7 +240,8 @@ def train_classifier(module: nn.Module, images: Tensor, labels: Tensor,
             if loop_resume is not None and loop_resume.epochs_done >= stage.epochs:
                 continue
             lr = stage.lr if loop_resume is None else loop_resume.optimizer["param_groups"][0]["lr"]
-            run = _StageRun(module, images, labels, stage, index, lr, history, report)
+            run = _StageRun(module, images, labels, stage, index, lr, history, report,
+                            None if augment is None else lambda x: augment(x, generator))
             fit_parameters(run.parameters, run.batch_loss, n_rows=len(labels),
                            config=stage.loop_config(), generator=generator,
                            desc=f"{desc} stage {index + 1}/{len(stages)}",

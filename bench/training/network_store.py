@@ -1,16 +1,17 @@
 """Trained MAP networks, trained once per (recipe, seed) and reused by every experiment.
 
 A :class:`TrainingRecipe` names the network, the training data (dataset, preprocessing, image
-shape, number of training examples) and the training stages; :func:`recipe_hash` is the
-SHA-256 of its canonical JSON. :func:`trained_network` looks in
+shape, number of training examples, augmentation) and the training stages; :func:`recipe_hash`
+is the SHA-256 of its canonical JSON. :func:`trained_network` looks in
 
     ``<results_dir>/networks/<model>/<dataset>/<recipe_hash>/seed-<seed>/``
 
 (``weights.pt``, ``recipe.json``, ``history.json``) and loads the network when it is there.
 A recipe may start from a pretrained state-dict file (:class:`PretrainedWeights`, e.g.
 ImageNet weights for ResNet-18): the file's SHA-256 is part of the recipe (its path is not,
-so the same file anywhere gives the same network); entries whose shape differs from the
-network's (a 1000-way head on a 10-way network) keep their fresh initialisation.
+so the same file anywhere gives the same network); output-layer entries whose shape differs
+from the network's (a 1000-way head on a 10-way network) keep their fresh initialisation, and
+any other difference means the file is for another architecture (a one-line ConfigError).
 Otherwise it trains it in ``seed-<seed>.partial/``, checkpointing after every epoch
 (``checkpoint.pt``: network, optimizer, schedule, generator states, stage and epoch) and
 resuming from that checkpoint after an interruption, then renames the finished folder to its
@@ -35,6 +36,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 
+from bench.datasets.augmentation import training_augmentation
 from bench.harness.errors import ConfigError, require_choice
 from bench.harness.overrides import default_results_dir
 from bench.harness.rng import derived_seed, make_generator
@@ -49,18 +51,22 @@ RECIPE_NAME = "recipe.json"
 HISTORY_NAME = "history.json"
 CHECKPOINT_NAME = "checkpoint.pt"
 HASH_DIGITS = 12
+OPTIONAL_DATASET_KEYS = ("augmentation",)
 
 
 @dataclass(frozen=True)
 class DatasetIdentity:
     """The training data a network saw: dataset ``name``, ``preprocessing`` (e.g.
-    ``"pixels/255"``), ``image_shape`` ``(C, H, W)`` and ``train_size``, the number of
-    training examples (the caller passes exactly those)."""
+    ``"pixels/255"``, or the normalisation's name), ``image_shape`` ``(C, H, W)``,
+    ``train_size``, the number of training examples (the caller passes exactly those), and the
+    ``augmentation`` every training minibatch goes through (:mod:`bench.datasets.augmentation`;
+    with ``crop_flip``, ``preprocessing`` names the images' normalisation)."""
 
     name: str
     preprocessing: str
     image_shape: tuple[int, int, int]
     train_size: int
+    augmentation: str = "none"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "image_shape", tuple(self.image_shape))
@@ -151,6 +157,8 @@ class TrainingRecipe:
         if len(shape) != 3 or not all(_positive_int(n) for n in shape):
             raise ConfigError(f"recipe.dataset.image_shape={list(shape)!r} is not valid; it "
                               "must be three positive integers (C, H, W)")
+        training_augmentation(self.dataset.augmentation, self.dataset.preprocessing,
+                              "recipe.dataset.augmentation")
         if not _positive_int(self.dataset.train_size):
             raise ConfigError(f"recipe.dataset.train_size={self.dataset.train_size!r} is not "
                               "valid; it must be a positive integer")
@@ -165,16 +173,19 @@ class TrainingRecipe:
             stage.check(f"recipe.stages[{i}]")
 
     def to_dict(self) -> dict:
-        """The recipe as plain JSON values (``pretrained`` only when set, as its sha256, so
-        recipes without one keep their hashes)."""
+        """The recipe as plain JSON values (``pretrained`` only when set, as its sha256, and
+        the dataset's ``augmentation`` only when not ``none``, so recipes without them keep
+        their hashes)."""
         pretrained = ({} if self.pretrained is None
                       else {"pretrained": {"sha256": self.pretrained.sha256}})
+        augmentation = ({} if self.dataset.augmentation == "none"
+                        else {"augmentation": self.dataset.augmentation})
         return pretrained | {"model": self.model, "num_classes": self.num_classes,
                 "model_options": {k: v for k, v in self.model_options},
                 "dataset": {"name": self.dataset.name,
                             "preprocessing": self.dataset.preprocessing,
                             "image_shape": list(self.dataset.image_shape),
-                            "train_size": self.dataset.train_size},
+                            "train_size": self.dataset.train_size} | augmentation,
                 "stages": [stage.to_dict() for stage in self.stages]}
 
     @classmethod
@@ -191,7 +202,7 @@ class TrainingRecipe:
             if key not in dataset_keys:
                 raise ConfigError(f"recipe.dataset.{key} is not a dataset field; fields: "
                                   f"{', '.join(sorted(dataset_keys))}")
-            if key not in dataset:
+            if key not in dataset and key not in OPTIONAL_DATASET_KEYS:
                 raise ConfigError(f"recipe.dataset.{key} is missing")
         stages = tuple(TrainingStage.from_dict(dict(stage), f"recipe.stages[{i}]")
                        for i, stage in enumerate(values.get("stages") or ()))
@@ -297,6 +308,7 @@ def load_network(path: Path, recipe: TrainingRecipe, seed: int,
                           "to retrain")
     module = _fresh_network(recipe, seed)
     state = torch.load(path / WEIGHTS_NAME, map_location="cpu", weights_only=True)
+    check_state_fits(module, state, f"{path / WEIGHTS_NAME}")
     module.load_state_dict(state)
     history = json.loads((path / HISTORY_NAME).read_text(encoding="utf-8"))["epochs"]
     module = module.to(device) if device is not None else module
@@ -310,12 +322,37 @@ def _fresh_network(recipe: TrainingRecipe, seed: int) -> nn.Module:
                             **dict(recipe.model_options))
 
 
+def output_layer_entries(module: nn.Module) -> set[str]:
+    """State-dict names of the module's output layer (its last ``nn.Linear``)."""
+    name = next((n for n, m in reversed(list(module.named_modules()))
+                 if isinstance(m, nn.Linear)), None)
+    return set() if name is None else {f"{name}.weight", f"{name}.bias"}
+
+
+def check_state_fits(module: nn.Module, state: dict, source: str) -> None:
+    """A one-line ConfigError naming ``source`` unless ``state`` has exactly the entries of
+    ``module``'s state dict, each of the same shape (a checkpoint of another architecture or
+    width)."""
+    own = module.state_dict()
+    unexpected = sorted(set(state) - set(own))
+    missing = sorted(set(own) - set(state))
+    wrong = [(k, tuple(state[k].shape), tuple(v.shape)) for k, v in own.items()
+             if k in state and tuple(state[k].shape) != tuple(v.shape)]
+    if unexpected or missing or wrong:
+        detail = (f"entry {wrong[0][0]} has shape {list(wrong[0][1])}, the network "
+                  f"{list(wrong[0][2])}" if wrong else
+                  f"missing {missing[:3]}, unexpected {unexpected[:3]}")
+        raise ConfigError(f"{source} does not fit {type(module).__name__} ({detail}); it is "
+                          "a checkpoint of another architecture")
+
+
 def load_pretrained(module: nn.Module, weights: PretrainedWeights) -> list[str]:
     """Copy the state-dict file of ``weights`` into ``module`` and return the names of the
-    entries left at their fresh initialisation: those whose shape differs from the file's
-    (a 1000-way ImageNet head on a 10-way network). A file whose SHA-256 changed, or that
-    lacks one of the module's entries (batch norm's ``num_batches_tracked`` aside) or holds
-    entries the module has not, is a one-line ConfigError."""
+    entries left at their fresh initialisation: output-layer entries whose shape differs from
+    the file's (a 1000-way ImageNet head on a 10-way network). A file whose SHA-256 changed,
+    that lacks one of the module's entries (batch norm's ``num_batches_tracked`` aside), holds
+    entries the module has not, or whose other entries differ in shape (another architecture
+    or width) is a one-line ConfigError."""
     if weights.path is None:
         raise ConfigError(f"recipe.pretrained: the weights file with sha256 {weights.sha256} "
                           "is needed to train this network; give its path")
@@ -330,6 +367,12 @@ def load_pretrained(module: nn.Module, weights: PretrainedWeights) -> list[str]:
         raise ConfigError(f"recipe.pretrained={weights.path!r} does not fit {type(module).__name__}"
                           f": missing {missing[:3]}, unexpected {unexpected[:3]}")
     fresh = [k for k, v in own.items() if k in saved and saved[k].shape != v.shape]
+    other = [k for k in fresh if k not in output_layer_entries(module)]
+    if other:
+        raise ConfigError(f"recipe.pretrained={weights.path!r} does not fit "
+                          f"{type(module).__name__}: entry {other[0]} has shape "
+                          f"{list(saved[other[0]].shape)}, the network "
+                          f"{list(own[other[0]].shape)} (only the output layer may differ)")
     module.load_state_dict({k: v for k, v in saved.items() if k not in fresh}, strict=False)
     return fresh
 
@@ -377,10 +420,13 @@ def _train_and_store(recipe: TrainingRecipe, seed: int, images: Tensor, labels: 
     module = module.to(device)
     batches = make_generator(derived_seed(seed, spawn_key=(1,)))
     started = time.perf_counter()
+    augment = training_augmentation(recipe.dataset.augmentation, recipe.dataset.preprocessing,
+                                    "recipe.dataset.augmentation")
     history = train_classifier(
         module, images, labels, recipe.stages, generator=batches,
         dropout_seed=derived_seed(seed, spawn_key=(2,)), on_epoch_end=save_checkpoint,
-        resume=resume, desc=f"{recipe.model}/{recipe.dataset.name} seed {seed}")
+        resume=resume, desc=f"{recipe.model}/{recipe.dataset.name} seed {seed}",
+        augment=augment)
     seconds = time.perf_counter() - started
     state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
     save_atomically(partial / WEIGHTS_NAME, lambda f: torch.save(state, f))

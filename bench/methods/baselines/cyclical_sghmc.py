@@ -2,7 +2,9 @@
 ran it (reproduction notes §3, §10.13), behind the method contract.
 
 The network trains from scratch for ``cycles`` (4) x ``epochs_per_cycle`` (50) epochs in
-minibatches of ``batch_size`` (512; the authors' (F)MNIST loader). Every step takes the
+minibatches of ``batch_size`` (512; the authors' (F)MNIST loader), each through the training
+set's augmentation when it has one (CIFAR-10: crop and flip, drawn from the minibatch
+generator). Every step takes the
 gradient g of the mean cross-entropy and, with step size ``lr_t``, updates
 
     b <- (1 - friction) b - lr_t (g + weight_decay theta) [+ sqrt(2 lr_t friction / N^2) eps]
@@ -194,6 +196,7 @@ class CyclicalSGHMC:
         n = len(labels)
         steps_per_epoch = math.ceil(n / self.batch_size)
         batches = make_generator(stream_seed(seed, MINIBATCH_STREAM))
+        augment = data.augmenter()
         noise = make_generator(stream_seed(seed, NOISE_STREAM), device)
         sampler = CyclicalSGHMCSampler(
             network.parameters(), lr=self.lr, friction=self.friction,
@@ -207,7 +210,8 @@ class CyclicalSGHMC:
 
         def batch_loss(rows: Tensor) -> Tensor:
             rows = rows.to(device)
-            loss = F.cross_entropy(network(images[rows]), labels[rows])
+            x = images[rows] if augment is None else augment(images[rows], batches)
+            loss = F.cross_entropy(network(x), labels[rows])
             log.add(loss)
             return loss
 

@@ -8,6 +8,8 @@ and the deviation matrix ``D`` whose rows are ``theta_i - mean_i`` (the mean jus
 snapshot ``i``) of the last ``rank`` snapshots (:func:`update_moments`). The moments are a
 stored state (:func:`bench.training.state_store.stored_state`, kind ``swag``), checkpointed after
 every epoch (network, optimizer, minibatch and dropout generators, moments) and resumed exactly.
+Minibatches go through the training set's augmentation when it has one (CIFAR-10: crop and
+flip), as in the authors' loader.
 
 Predictive: the mean of ``n_samples`` softmaxes at ``theta_s = mean + sqrt(scale) * (sigma *
 eps_1 + D^T eps_2 / sqrt(K - 1))`` (:func:`sample_parameters`), ``sigma^2 = second - mean^2``
@@ -15,7 +17,9 @@ clamped at 1e-30, ``K`` the number of rows of ``D``; the draws come from a gener
 ``sample_seed`` at the start of every ``predict`` call.
 
 BatchNorm (``bn_refresh``): each sample's BN statistics are recomputed by a pass over the
-training inputs (:func:`refresh_batch_norm`) and kept per sample. The authors' code (notes
+training inputs (:func:`refresh_batch_norm`; augmented as in training when the training set has
+an augmentation, the draws of sample ``s`` from a generator seeded with
+``derived_seed([sample_seed, s])``) and kept per sample. The authors' code (notes
 10.3) stores only the BN momenta per sample, so every sample there predicts with the
 statistics of the last refresh. Here only the BN layers are in train mode during the pass
 (dropout off: the statistics of the network as it predicts, and no random draw), whereas
@@ -40,6 +44,7 @@ from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
+from bench.datasets.augmentation import Augment
 from bench.datasets.training_set import TrainingSet
 from bench.harness.errors import ConfigError
 from bench.harness.rng import derived_seed, make_generator
@@ -86,11 +91,13 @@ def sample_parameters(mean: Tensor, second_moment: Tensor, deviations: Tensor, s
 
 
 def refresh_batch_norm(network: nn.Module, inputs: Tensor, batch_size: int,
-                       device: str | torch.device) -> None:
+                       device: str | torch.device, augment: Augment | None = None,
+                       generator: torch.Generator | None = None) -> None:
     """Recompute the running mean and (unbiased) variance of every BatchNorm layer of
     ``network`` from one pass over ``inputs``, batches weighted by their size (one batch
-    holding every input gives exactly the inputs' statistics). Only the BN layers are in
-    train mode during the pass; the network is left in eval mode."""
+    holding every input gives exactly the inputs' statistics), each batch through
+    ``augment(batch, generator)`` when given. Only the BN layers are in train mode during the
+    pass; the network is left in eval mode."""
     norms = [m for m in network.modules()
              if isinstance(m, _BatchNorm) and m.track_running_stats]
     network.eval()
@@ -104,6 +111,8 @@ def refresh_batch_norm(network: nn.Module, inputs: Tensor, batch_size: int,
     with torch.no_grad():
         for start in range(0, len(inputs), batch_size):
             batch = inputs[start:start + batch_size].to(device)
+            if augment is not None:
+                batch = augment(batch, generator)
             for norm in norms:
                 norm.momentum = len(batch) / (seen + len(batch))
             network(batch)
@@ -192,6 +201,7 @@ class SWAG:
                                       if k.startswith(BUFFER_PREFIX)}, strict=False)
         self.network.eval()
         self.refresh_inputs = data.train_inputs if self.bn_refresh else None
+        self.refresh_augment = data.augmenter()
         self.refreshed: dict[tuple, dict[str, Tensor]] = {}
         return {"recipe_hash": stored.recipe_hash, "state_reused": stored.reused,
                 "snapshots": int(stored.state["count"]),
@@ -216,7 +226,8 @@ class SWAG:
             self.network, data.train_inputs, data.train_labels, [self.stage()],
             generator=make_generator(derived_seed(seed, spawn_key=(BATCH_STREAM,))),
             dropout_seed=derived_seed(seed, spawn_key=(DROPOUT_STREAM,)),
-            on_epoch_end=snapshot, resume=resume, desc=f"SWAG {data.name} seed {seed}")
+            on_epoch_end=snapshot, resume=resume, desc=f"SWAG {data.name} seed {seed}",
+            augment=data.augmenter())
         buffers = {f"{BUFFER_PREFIX}{name}": tensor.detach().clone()
                    for name, tensor in self.network.named_buffers()}
         return moments | buffers, history
@@ -240,7 +251,9 @@ class SWAG:
         """Sample ``sample``'s BN statistics: recomputed once, then reused by later calls."""
         key = (self.sample_seed, float(self.scale), sample)
         if key not in self.refreshed:
-            refresh_batch_norm(self.network, self.refresh_inputs, self.batch_size, self.device)
+            generator = make_generator(derived_seed([self.sample_seed, sample]))
+            refresh_batch_norm(self.network, self.refresh_inputs, self.batch_size, self.device,
+                               self.refresh_augment, generator)
             self.refreshed[key] = {name: b.clone() for name, b in self.network.named_buffers()}
         self.network.load_state_dict(self.refreshed[key], strict=False)
 

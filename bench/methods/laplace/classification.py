@@ -33,9 +33,15 @@ What the settings mean (laplace-redux-reproduction-notes §1, generalized-laplac
   backend, which is not installed (only ASDL's ``asdl`` module is).
 
 ``data`` for fitting is any object with ``train_inputs`` (``[N, ...]``) and integer
-``train_labels`` (``[N]``) tensors (:class:`ClassificationTrainData`). ``base`` is the trained
-network (a ``torch.nn.Module``, or an object holding one in ``.module``, as a stored network
-does); it is copied, so the caller's network is never modified.
+``train_labels`` (``[N]``) tensors (:class:`ClassificationTrainData`). When it also has an
+``augmenter()`` that returns an augmentation (a :class:`~bench.datasets.training_set.TrainingSet`
+with ``crop_flip``), the curvature is fitted on augmented images, as Laplace Redux fits its
+CIFAR-10 LA on the augmented training loader: one pass, each image augmented once
+(:func:`augmented_once`, made before the fit so that laplace-torch's peeks at the first batch
+draw nothing), from a generator seeded with ``derived_seed(seed, spawn_key=(AUGMENT_STREAM,))``.
+``base`` is the trained network (a ``torch.nn.Module``, or an object holding one in
+``.module``, as a stored network does); it is copied, so the caller's network is never
+modified.
 """
 
 from __future__ import annotations
@@ -49,8 +55,9 @@ import torch
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from bench.datasets.augmentation import Augment
 from bench.harness.errors import ConfigError, require_choice, require_positive
-from bench.harness.rng import make_generator
+from bench.harness.rng import derived_seed, make_generator
 from bench.metrics.memory import held_tensors
 from bench.predictive.categorical import Categorical
 
@@ -65,6 +72,8 @@ PRIOR_STRUCTURES = ("scalar", "layerwise", "diag")
 # training batch, which last-layer Laplace keeps only to find the last layer (laplace-torch 0.3).
 NOT_STATE = ("data",)
 # (backend, structure, subset) combinations laplace-torch 0.3 cannot fit (None: any subset).
+# The stream of the fit seed that draws the augmentation of the fitting pass.
+AUGMENT_STREAM = 5
 UNSUPPORTED = {("BackPackEF", "kron", None): "BackPACK has no Kronecker-factored EF",
                ("AsdlEF", "full", "last_layer"): "laplace-torch 0.3 fails on it (shape error)"}
 
@@ -77,11 +86,20 @@ class ClassificationTrainData(Protocol):
 
 
 def train_loader(data: ClassificationTrainData, batch_size: int,
-                 dtype: torch.dtype | None = None) -> DataLoader:
-    """An unshuffled loader over ``(train_inputs, train_labels)`` (inputs cast to ``dtype``)."""
-    inputs = data.train_inputs if dtype is None else data.train_inputs.to(dtype)
+                 dtype: torch.dtype | None = None, inputs: Tensor | None = None) -> DataLoader:
+    """An unshuffled loader over ``(train_inputs, train_labels)`` (inputs cast to ``dtype``);
+    ``inputs`` replaces ``train_inputs`` (e.g. their augmented copy)."""
+    inputs = data.train_inputs if inputs is None else inputs
+    inputs = inputs if dtype is None else inputs.to(dtype)
     labels = data.train_labels.reshape(-1).long()
     return DataLoader(TensorDataset(inputs, labels), batch_size=batch_size)
+
+
+def augmented_once(inputs: Tensor, augment: Augment, batch_size: int,
+                   generator: torch.Generator) -> Tensor:
+    """``inputs`` with every row augmented once, chunk by chunk of ``batch_size`` rows in
+    order, the draws from ``generator`` (one pass of an augmented, unshuffled loader)."""
+    return torch.cat([augment(chunk, generator) for chunk in inputs.split(batch_size)])
 
 
 def network_of(base: Any) -> nn.Module:
@@ -173,7 +191,12 @@ class LaplaceTorchClassifier:
                           prior_precision=float(self.prior_precision),
                           temperature=1.0 / self.temperature,
                           backend=backend_class(self.backend))
-        self.la.fit(train_loader(data, self.batch_size, dtype))
+        augment = data.augmenter() if hasattr(data, "augmenter") else None
+        inputs = None
+        if augment is not None:
+            generator = make_generator(derived_seed(int(seed), spawn_key=(AUGMENT_STREAM,)))
+            inputs = augmented_once(data.train_inputs, augment, self.batch_size, generator)
+        self.la.fit(train_loader(data, self.batch_size, dtype, inputs))
         if self.prior_tuning == "marglik":
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message="By default `link_approx`")

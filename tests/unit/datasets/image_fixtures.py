@@ -114,3 +114,33 @@ def write_cifar10_c(folder: Path, corruption: str, per_severity: int = 20
     np.save(folder / f"{corruption}.npy", np.ascontiguousarray(images))
     np.save(folder / "labels.npy", labels)
     return images, labels
+
+
+def write_lsun_folder(folder: Path, rng: np.random.Generator, n: int = 5,
+                      nested: bool = False) -> list[Path]:
+    """An LSUN export (``data.py export``): one ``<key>.webp`` per image, keys of 40 hex digits
+    as LSUN's, images of differing sizes (LSUN's are about 256 on the short side); ``nested``
+    puts each file under the key's first characters as the export without ``--flat`` does.
+    Lossless WebP, so the decoded pixels are the ones written. Returns the files in key order."""
+    from PIL import Image
+
+    written = []
+    for i in range(n):
+        key = f"{int(rng.integers(0, 2**62)):040x}"
+        height, width = 40 + 3 * i, 56 - 2 * i
+        pixels = rng.integers(0, 256, size=(height, width, 3), dtype=np.uint8)
+        where = folder.joinpath(*key[:3]) if nested else folder
+        where.mkdir(parents=True, exist_ok=True)
+        path = where / f"{key}.webp"
+        Image.fromarray(pixels).save(path, lossless=True)
+        written.append(path)
+    return sorted(written, key=lambda p: p.stem)
+
+
+def write_cifar10_ood_sets(root: Path, rng: np.random.Generator, per_file: int = 12) -> None:
+    """Generated CIFAR-10, SVHN, CIFAR-100 and LSUN files under ``root`` in the folders the
+    loaders read (Laplace Redux Table 4)."""
+    write_cifar(root / "cifar10" / "cifar-10-batches-py", rng, per_file=per_file)
+    write_cifar(root / "cifar100" / "cifar-100-python", rng, hundred=True, per_file=per_file)
+    write_svhn(root / "svhn", rng, n=per_file)
+    write_lsun_folder(root / "lsun" / "classroom_val", rng, n=6)

@@ -103,8 +103,12 @@ def test_bad_keys_are_one_line_naming_the_key_and_choices(grey_root):
         (dict(ood=["cifar10_c"]), r"^dataset.ood='cifar10_c' is not valid"),
         (dict(normalisation="imagenet"), r"^dataset.normalisation='imagenet' is not valid; "
                                          "choose one of: unit, cifar10"),
-        (dict(ood_normalisation={"svhn": "svhn_redux"}),
-         r"^dataset.ood_normalisation='svhn' is not valid; choose one of: fashion_mnist"),
+        (dict(ood_normalisation={"svhm": "svhn_redux"}),
+         r"^dataset.ood_normalisation='svhm' is not valid; choose one of: mnist, "),
+        (dict(ood_normalisation={"kmnist": "cifar100"}),
+         r"^dataset.ood_normalisation.kmnist='cifar100' is not valid; choose one of: unit"),
+        (dict(augmentation="crop"), r"^dataset.augmentation='crop' is not valid; choose one "
+                                    "of: none, crop_flip"),
         (dict(val_size=10_000), r"^dataset.val_size=10000 is not valid; it must be an "
                                 r"integer in 0..9999"),
         (dict(n_train=0), r"^dataset.n_train=0 is not valid; it must be null"),
