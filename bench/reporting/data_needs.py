@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.datasets.vision import find_image_files, missing_files_message
 from bench.reporting.formatting import markdown_table
 from bench.reporting.render import report_paths, write_atomically
 from bench.reporting.spec import SHOWN_ROOT, ArtifactSpec
@@ -22,15 +21,17 @@ __all__ = ["NEEDS_DATA", "SHOWN_ROOT", "missing_data", "needs_data_table", "rend
 
 
 def missing_data(spec: ArtifactSpec, root: str | Path | None = None) -> list[str]:
-    """One line per data set of ``spec.needs_data`` that the whole artifact needs (no
+    """One line per data need of ``spec.needs_data`` that the whole artifact needs (no
     ``cells``) whose files are missing under ``root`` (default: the data root), naming the
-    files and their folder under ``$BENCH_DATA_DIR``; empty when everything is there."""
+    files and their folder under ``$BENCH_DATA_DIR`` (each need's ``missing_message``);
+    empty when everything is there."""
     lines = []
     for need in spec.needs_data:
         if need.cells:
             continue
-        if any(find_image_files(need.name, split, root) is None for split in need.splits):
-            lines.append(missing_files_message(need.name, need.splits, SHOWN_ROOT))
+        message = need.missing_message(root)
+        if message:
+            lines.append(message)
     return lines
 
 
@@ -58,6 +59,11 @@ def render_needs_data(spec: ArtifactSpec, missing: list[str], out_dir: Path) -> 
         lines += ["## Paper cells", "", markdown_table(table), ""]
     else:
         lines += ["_The paper prints no numbers for this artifact (figure only)._", ""]
+    if spec.anchors:
+        lines += ["## Checks waiting for records", "",
+                  markdown_table(pd.DataFrame([{"label": a.label, "paper": a.paper,
+                                                "verdict": NEEDS_DATA} for a in spec.anchors])),
+                  ""]
     if spec.notes:
         lines += ["## Notes", ""] + [f"- {note}" for note in spec.notes] + [""]
     return [write_atomically(paths["csv"], table.to_csv(index=False)),
