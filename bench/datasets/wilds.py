@@ -143,6 +143,7 @@ class WildsData:
     text: dict[str, Any] | None = None
     stand_in: dict[str, Any] | None = None
     use_stand_in: bool = False
+    seed: int | None = None
     reader: str = "auto"
     root: str | None = None
     batch_size: int = 64
@@ -170,6 +171,8 @@ class WildsData:
         missing = missing_files(self.data_root, self.wilds_name, self.version)
         if missing:
             raise WildsDataMissingError(self.missing_message(missing))
+        if self.seed is not None:
+            self.check_seed(int(self.seed))
 
     @property
     def network_spec(self) -> dict[str, Any]:
@@ -199,7 +202,7 @@ class WildsData:
         return (f"WILDS data set '{self.wilds_name}' v{self.version} not found: put "
                 f"{', '.join(missing)} in {SHOWN_DATA_ROOT}/ (data root from "
                 f"{SHOWN_DATA_ROOT}, default ./data; `python -m wilds.download_datasets "
-                f"--datasets {self.wilds_name}` downloads it)")
+                f"--root_dir <data root> --datasets {self.wilds_name}` downloads it)")
 
     def fold(self, seed: int) -> str:
         """PovertyMap's country fold of a model seed (A-E for 0-4); "" for the others."""

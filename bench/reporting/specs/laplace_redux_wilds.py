@@ -54,7 +54,8 @@ def missing_checkpoints(node: Any, folder: str | None) -> bool:
         return True
     for seed in range(int(node.n_seeds)):
         for pattern in node.checkpoints.values():
-            name = str(pattern).format(seed=seed, fold="ABCDE"[seed])
+            fold = "ABCDE"[seed] if node.wilds_name == "poverty" else ""
+            name = str(pattern).format(seed=seed, fold=fold)
             if not (Path(folder) / name).is_file():
                 return True
     return False
