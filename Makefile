@@ -21,8 +21,9 @@ INSTALLED := $(if $(filter command line,$(origin PY)),,$(VENV)/.installed)
 # reproduce-figure-N. <paper> never contains '-', so the first '-' of the stem separates it.
 paper_of = $(word 1,$(subst -, ,$(1)))
 artifact_key = $(if $(filter table-% figure-%,$(1)),ssla/$(1),$(call paper_of,$(1))/$(patsubst $(call paper_of,$(1))-%,%,$(1)))
+# LAUNCHER=slurm_gpu (or slurm) submits the jobs through that Hydra launcher.
 reproduce-%: $(INSTALLED)  ## Run one artifact's jobs and render its report (SCALE=smoke|cpu|paper)
-	$(PY) -m bench.reproduce $(call artifact_key,$*) --scale $(SCALE)$(WORKERS_FLAG)
+	$(PY) -m bench.reproduce $(call artifact_key,$*) --scale $(SCALE)$(WORKERS_FLAG)$(if $(LAUNCHER), --launcher $(LAUNCHER))
 
 help:  ## List the make targets
 	@grep -E '^[a-zA-Z0-9_%.-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | sort

@@ -1,4 +1,5 @@
-"""Regression metrics of a Predictive: interval coverage, Gaussian NLL, CRPS, RMSE.
+"""Regression metrics of a Predictive: interval coverage, Gaussian NLL, CRPS, RMSE, MSE and the
+regression calibration error of Kuleshov et al. (2018).
 
 Metrics read a Predictive and targets, never a method. Two interval conventions exist:
 ``z="paper"`` uses the rounded normal quantiles of the SSLA authors' coverage code
@@ -74,3 +75,27 @@ def regression_metrics(predictive, y: Tensor, levels=(95, 90, 75, 50), z: str = 
     scores = {f"cov{level}": coverage(predictive, y, level, z) for level in levels}
     scores.update(nll=nll(predictive, y), crps=crps(predictive, y), rmse=rmse(predictive, y))
     return scores
+
+
+def mse(predictive, y: Tensor) -> float:
+    """Mean squared error of the predictive mean."""
+    mean = predictive.mean
+    return float(((mean.double() - y.reshape(mean.shape).double()) ** 2).mean())
+
+
+def calibration_levels(n_levels: int = 10) -> Tensor:
+    """The confidence levels p_j: ``n_levels`` evenly spaced from 0 to 1, both included."""
+    if isinstance(n_levels, bool) or not isinstance(n_levels, int) or n_levels < 2:
+        raise ValueError(f"n_levels={n_levels!r} must be an integer >= 2")
+    return torch.linspace(0.0, 1.0, n_levels, dtype=torch.float64)
+
+
+def regression_calibration_error(predictive, y: Tensor, n_levels: int = 10) -> float:
+    """Kuleshov et al. (2018, eq. 9) as Laplace Redux computes it: ``T * mean_j (p_j -
+    phat_j)^2`` with ``T`` test points, levels ``p_j`` from :func:`calibration_levels` and
+    ``phat_j`` the fraction of points whose predictive CDF at the target is at most ``p_j``."""
+    levels = calibration_levels(n_levels)
+    mean = predictive.mean
+    cdf = predictive.cdf(y.reshape(mean.shape).to(mean)).double().reshape(-1)
+    observed = (cdf.unsqueeze(0) <= levels.unsqueeze(1)).double().mean(dim=1)
+    return float(len(cdf) * ((levels - observed) ** 2).mean())

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench.datasets.vision import find_image_files, missing_files_message
 from bench.reporting.formatting import markdown_table
 from bench.reporting.render import report_paths, write_atomically
 from bench.reporting.spec import SHOWN_ROOT, ArtifactSpec
@@ -23,15 +22,17 @@ __all__ = ["NEEDS_DATA", "SHOWN_ROOT", "anchors_table", "missing_cell_data", "mi
 
 
 def missing_data(spec: ArtifactSpec, root: str | Path | None = None) -> list[str]:
-    """One line per data set of ``spec.needs_data`` that the whole artifact needs (no
+    """One line per data need of ``spec.needs_data`` that the whole artifact needs (no
     ``cells``) whose files are missing under ``root`` (default: the data root), naming the
-    files and their folder under ``$BENCH_DATA_DIR``; empty when everything is there."""
+    files and their folder under ``$BENCH_DATA_DIR`` (each need's ``missing_message``);
+    empty when everything is there."""
     lines = []
     for need in spec.needs_data:
         if need.cells:
             continue
-        if any(find_image_files(need.name, split, root) is None for split in need.splits):
-            lines.append(missing_files_message(need.name, need.splits, SHOWN_ROOT))
+        message = need.missing_message(root)
+        if message:
+            lines.append(message)
     return lines
 
 

@@ -94,3 +94,17 @@ def test_records_track_locked_numerics_packages():
     for name in ("lightning", "curvlinops-for-pytorch", "scikit-learn", "backpack-for-pytorch",
                  "torchvision", "asdfghjkl", "torch", "laplace-torch", "bayesian-torch"):
         assert name in TRACKED_PACKAGES
+
+
+def test_modules_imported_by_name_are_the_declared_wilds_extra():
+    """``importlib.import_module("<name>")`` calls in bench load the optional `wilds` extra
+    (Laplace Redux Figure 10 on a cluster): declared there, not locked, not needed by tests."""
+    found = set()
+    for path in (REPO / "bench").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module"
+                    and node.args and isinstance(node.args[0], ast.Constant)):
+                found.add(node.args[0].value.split(".")[0])
+    extra = pins(PROJECT["optional-dependencies"]["wilds"])
+    assert found == {"wilds", "transformers"}
+    assert found <= set(extra) and not found & set(DECLARED)

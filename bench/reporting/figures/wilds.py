@@ -1,0 +1,70 @@
+"""Laplace Redux Figure 10 from record cells: per WILDS data set and metric, each method's
+in-distribution and OOD mean over seeds with its standard error.
+
+Cells are named row ``<data set>/<method>``, column ``<id|ood>/<metric>``
+(:mod:`bench.tasks.wilds_benchmark`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from bench.reporting.claims import Summary, summarise_cells  # noqa: E402
+
+DATASETS = ("camelyon17", "fmow", "civilcomments", "amazon", "poverty")
+METHODS = ("MAP", "TS", "DE", "LA")
+# Figure 10's rows, top to bottom (regression takes mse / calibration in the first / fourth).
+METRIC_ROWS = (("accuracy", "mse"), ("confidence",), ("nll",), ("ece", "calibration"),
+               ("mce",), ("brier",))
+
+
+def standard_error(summary: Summary) -> float:
+    """Half-width of the 95% interval divided by 1.96 (0 with one seed)."""
+    if summary.n < 2 or not math.isfinite(summary.high):
+        return 0.0
+    return (summary.high - summary.mean) / 1.96
+
+
+def wilds_figure(records: list[dict[str, Any]], spec=None):
+    """The figure: one column per data set present, one row per metric group; bars ID
+    (plain) and OOD (hatched) per method."""
+    summaries = summarise_cells(records)
+    present = [d for d in DATASETS if any(row.startswith(f"{d}/") for row, _ in summaries)]
+    if not present:
+        raise LookupError("no WILDS cells in the records")
+    fig, axes = plt.subplots(len(METRIC_ROWS), len(present), squeeze=False,
+                             figsize=(2.6 * len(present), 1.7 * len(METRIC_ROWS)))
+    for column, dataset in enumerate(present):
+        axes[0][column].set_title(dataset, fontsize=9)
+        for line, names in enumerate(METRIC_ROWS):
+            ax = axes[line][column]
+            drawn = False
+            for metric in names:
+                for k, method in enumerate(METHODS):
+                    for j, split in enumerate(("id", "ood")):
+                        summary = summaries.get((f"{dataset}/{method}", f"{split}/{metric}"))
+                        if summary is None:
+                            continue
+                        ax.bar(k + 0.4 * j, summary.mean, width=0.38,
+                               yerr=standard_error(summary), color=f"C{k}",
+                               hatch="//" if split == "ood" else None, edgecolor="black",
+                               linewidth=0.3)
+                        drawn = True
+                if drawn:
+                    ax.set_ylabel(metric, fontsize=8)
+                    break
+            ax.set_xticks([k + 0.2 for k in range(len(METHODS))], METHODS, fontsize=7)
+            ax.tick_params(axis="y", labelsize=7)
+            if not drawn:
+                ax.set_axis_off()
+    seeds = sorted({r["seed"] for r in records})
+    fig.suptitle("mean ± SE over model seeds " + ", ".join(map(str, seeds))
+                 + "; plain: in distribution, hatched: OOD", fontsize=9)
+    fig.tight_layout()
+    return fig
