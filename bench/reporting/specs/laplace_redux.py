@@ -126,8 +126,9 @@ PROTOCOL_NOTES = (
     "expected and fill in once they are there (the job skips an absent optional OOD set).",
     "The paper's ± is read as the standard error over the 5 model seeds (no aggregation "
     "script was released); ours is sd / sqrt(k) over our seeds. Verdicts compare our mean "
-    "with the paper's: confidence agrees within 2 points (or the paper value in our 95% CI), "
-    "AUROC within 1 point; close within 3 times that.",
+    "with the paper's: confidence agrees within 2 points, AUROC within 1 point, close within "
+    "3 times that; our CI is not used (from two seeds at cpu scale it spans 12.7 standard "
+    "errors and would call almost any gap agreement).",
 )
 
 CPU_NOTES = (
@@ -135,6 +136,11 @@ CPU_NOTES = (
     "a standard error over two seeds; training, methods and evaluation are the paper "
     "protocol (MAP and DE members 100 epochs, BBB 100, CSGHMC 4 x 50, SWAG 40).",
 )
+
+# Our mean against the paper's: with two seeds (cpu scale) a Student-t 95% CI is 12.7 standard
+# errors wide, so "the paper value is inside our CI" would call almost any gap agreement.
+MEAN_RULES = {("*", "conf_*"): Tolerance(abs=2.0, use_ci=False),
+              ("*", "auroc_*"): Tolerance(abs=1.0, use_ci=False)}
 
 CPU_CAUSE = ("cpu scale: 2 of the 5 model seeds (notes); smoke scale is no result")
 ROWS = METHOD_ORDER
@@ -146,7 +152,7 @@ TABLE_3 = ArtifactSpec(
     paper_seed=None,
     row_order=ROWS,
     column_order=tuple(f"{m}_{s}" for m in ("conf", "auroc") for s in OOD_SETS),
-    rules={("*", "conf_*"): Tolerance(abs=2.0), ("*", "auroc_*"): Tolerance(abs=1.0)},
+    rules=MEAN_RULES,
     causes={(row, "*"): CPU_CAUSE for row in ROWS},
     anchors=TABLE_3_ANCHORS,
     needs_data=(DataNeed("emnist_digits_torchvision", ("test",), cells=(("*", "*_emnist"),)),),
@@ -247,7 +253,7 @@ TABLE_4 = ArtifactSpec(
     paper_seed=None,
     row_order=ROWS,
     column_order=tuple(f"{m}_{s}" for m in ("conf", "auroc") for s in CIFAR_OOD_SETS),
-    rules={("*", "conf_*"): Tolerance(abs=2.0), ("*", "auroc_*"): Tolerance(abs=1.0)},
+    rules=MEAN_RULES,
     causes={("*", "*"): MAP_RECIPE_CAUSE,
             ("BBB", "*"): "BBB prior variance 1 as the code (paper: precision 5e-4); float32, "
                           "not mixed precision",

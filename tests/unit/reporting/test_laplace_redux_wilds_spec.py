@@ -47,7 +47,7 @@ def test_checkpoint_patterns_show_the_seed_and_fold_ranges():
 def test_needs_data_report_lists_the_checks_waiting(tmp_path):
     written = render_needs_data(SPEC, ["line one"], tmp_path)
     text = next(p for p in written if p.suffix == ".md").read_text()
-    assert "## Checks waiting for records" in text and "| Camelyon17: model seeds" in text
+    assert "## Anchors (checked once records exist)" in text and "| Camelyon17: model seeds" in text
     assert "| 10000 " in text  # the paper's Monte Carlo draws, from the targets file
 
 

@@ -207,6 +207,10 @@ def test_tolerance_rule() -> None:
     assert judge(rule, paper, 1.1, no_ci).verdict == "differs"
     assert judge(rule, paper, 1.1, (0.9, 1.3)).verdict == "agrees"
     assert judge(Tolerance(rel=0.1), paper, 1.09, no_ci).verdict == "agrees"
+    difference_only = Tolerance(abs=0.01, use_ci=False)
+    assert judge(difference_only, paper, 1.1, (0.9, 1.3)).verdict == "differs"
+    assert judge(difference_only, paper, 1.005, (0.9, 1.3)).verdict == "agrees"
+    assert "CI not used" in difference_only.describe()
 
 
 def test_factor_rule() -> None:
