@@ -15,6 +15,9 @@ logits. The networks:
 - ``resnet18``: torchvision's ResNet-18 with a K-way head, 11,181,642 parameters for K = 10;
   option ``width`` (default 64) scales the stage widths (same layout, a smoke-test stand-in).
 - ``wrn16_4``: the outlier-exposure WRN-16-4 (pre-activation blocks, dropout 0.3), 2,748,890.
+- ``binary_cnn``: the GGN thesis' CNN for MNIST 4 vs 9 with one Bernoulli logit, 4,587
+  parameters (layout: reproduction notes section 6 [R]); built for ``num_classes=2`` only, as
+  :class:`TwoClassLogits` around :class:`BinaryCNN`.
 """
 
 from __future__ import annotations
@@ -140,6 +143,54 @@ class WideResNet(nn.Module):
         return self.fc(out.mean(dim=(2, 3)))
 
 
+class BinaryCNN(nn.Module):
+    """Two 5x5 conv + ReLU + 2x2 max-pool stages (1 -> 3 -> 10 channels, no padding), then
+    linear 160 -> 20 -> 24 -> 1 with ReLUs between: one logit per 28x28 image, 78 + 760 +
+    3220 + 504 + 25 = 4587 parameters (the thesis' P; its channel and kernel sizes are the
+    reproduction notes' choice)."""
+
+    def __init__(self, in_channels: int = 1) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(in_channels, 3, 5), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(3, 10, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten())
+        self.head = nn.Sequential(nn.Linear(160, 20), nn.ReLU(), nn.Linear(20, 24), nn.ReLU(),
+                                  nn.Linear(24, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits ``[n, 1]`` of images ``[n, C, 28, 28]``."""
+        return self.head(self.features(x))
+
+
+class TwoClassLogits(nn.Module):
+    """A network with one Bernoulli logit ``f`` seen as a two-class classifier with logits
+    ``[0, f]``: the softmax is ``(1 - s(f), s(f))`` and the cross-entropy of label y in {0, 1}
+    is the Bernoulli negative log-likelihood of ``f``, so the one training loop and the
+    classification metrics serve it unchanged, with the parameters of ``logit_net`` only."""
+
+    def __init__(self, logit_net: nn.Module) -> None:
+        super().__init__()
+        self.logit_net = logit_net
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits ``[n, 2]`` = ``[0, f(x)]``."""
+        f = self.logit_net(x).reshape(len(x), 1)
+        return torch.cat([torch.zeros_like(f), f], dim=1)
+
+
+def bernoulli_logit_network(module: nn.Module) -> nn.Module:
+    """The single-logit network inside a :class:`TwoClassLogits`, or ``module`` itself."""
+    return module.logit_net if isinstance(module, TwoClassLogits) else module
+
+
+def _binary_cnn(num_classes: int, in_channels: int, generator: torch.Generator) -> nn.Module:
+    if num_classes != 2:
+        raise ConfigError(f"num_classes={num_classes!r} is not valid for binary_cnn; it has one "
+                          "Bernoulli logit, so num_classes must be 2")
+    return TwoClassLogits(initialised(lambda: BinaryCNN(in_channels), default_layer_init,
+                                      generator))
+
+
 def _resnet18(num_classes: int, in_channels: int, width: int = 64) -> nn.Module:
     from torchvision.models import resnet18
 
@@ -223,6 +274,7 @@ CLASSIFIERS: dict[str, ClassifierSpec] = {
     "wrn16_4": ClassifierSpec(lambda k, c, g, dropout=0.3, widen=4: initialised(
         lambda: WideResNet(16, _widen(widen), k, c, dropout), wrn_init, g), 3,
         ("dropout", "widen")),
+    "binary_cnn": ClassifierSpec(_binary_cnn, 1),
 }
 
 

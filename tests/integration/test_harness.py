@@ -11,7 +11,7 @@ import time
 import pytest
 
 from bench.harness.jobs import execute
-from bench.harness.overrides import group_options
+from bench.harness.overrides import CONF_DIR, group_options
 from bench.harness.records import iter_records
 from tests.helpers import REPO, compose_config
 
@@ -83,11 +83,8 @@ def test_killed_multirun_resumes_without_recomputing(stop, tmp_path):
 
 
 @pytest.mark.parametrize("args, expected", [
-    (["method=foo"], "method='foo' is not valid; choose one of: assla, bayes_by_backprop, "
-     "classifier_ensemble, "
-     "cyclical_sghmc, deep_ensemble, hmc, la, laplace_classifier, map_classifier, mfvi, "
-     "nn_assla, nn_ssla, plugin, ssla, ssla_assla, subnet_laplace, swag, tempered_laplace, vi, "
-     "wilds_ensemble, wilds_laplace, wilds_map, wilds_temperature_scaling"),
+    (["method=foo"], "method='foo' is not valid; choose one of: "
+     + ", ".join(sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml")))),
     (["experiment=generalized_laplace/figure-3", "scale=smoke", "method.structure=foo"],
      "method.structure='foo' is not valid; choose one of: diag, kfac, ekfac, bdiag"),
     (["experiment=generalized_laplace/figure-3", "scale=smoke", "method.temperature=0"],

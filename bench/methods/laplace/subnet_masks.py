@@ -32,6 +32,7 @@ import torch
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
+from bench.curvature.jacobians import output_jacobians
 from bench.harness.errors import ConfigError, require_choice
 from bench.methods.laplace import subset_selection as selection
 
@@ -41,20 +42,6 @@ LIKELIHOODS = ("regression", "classification")
 def loader_inputs(train_loader: DataLoader) -> Tensor:
     """The inputs of every batch (first element of each), concatenated in order."""
     return torch.cat([batch[0] for batch in train_loader])
-
-
-def autograd_jacobians(model: nn.Module, x: Tensor) -> Tensor:
-    """Rows ``d f(x_n) / d theta`` ``[n, p]`` of a single-output ``model`` (parameter order)."""
-    params = {name: value.detach() for name, value in model.named_parameters()}
-
-    def output(values: dict[str, Tensor], xi: Tensor) -> Tensor:
-        out = torch.func.functional_call(model, values, (xi.unsqueeze(0),))
-        if out.numel() != 1:
-            raise ValueError(f"jacobians need a single-output model; it gives {out.numel()}")
-        return out.reshape(())
-
-    rows = torch.func.vmap(torch.func.jacrev(output), in_dims=(None, 0))(params, x)
-    return torch.cat([rows[name].reshape(len(x), -1) for name in params], dim=1)
 
 
 class SubnetworkMask:
@@ -139,7 +126,7 @@ class SubnetworkMask:
         x = loader_inputs(train_loader)
         if self.jacobians is not None:
             return self.jacobians(x)
-        return autograd_jacobians(self.model, x.to(self.parameter_vector))
+        return output_jacobians(self.model, x.to(self.parameter_vector))
 
 
 class GreedySubnetMask(SubnetworkMask):

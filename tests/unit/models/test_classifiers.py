@@ -13,6 +13,8 @@ from bench.harness.rng import make_generator
 from bench.models.classifiers import (
     CLASSIFIERS,
     LeNet,
+    TwoClassLogits,
+    bernoulli_logit_network,
     build_classifier,
     count_parameters,
     has_batch_norm,
@@ -41,9 +43,10 @@ def test_parameter_counts_match_the_papers_and_logits_have_ten_columns(name, cou
 @pytest.mark.parametrize("name", list(CLASSIFIERS))
 def test_same_generator_seed_gives_identical_weights_and_leaves_global_rng_alone(name):
     global_state = torch.get_rng_state()
-    first = build_classifier(name, make_generator(5)).state_dict()
-    second = build_classifier(name, make_generator(5)).state_dict()
-    other = build_classifier(name, make_generator(6)).state_dict()
+    classes = 2 if name == "binary_cnn" else 10   # one Bernoulli logit: two classes only
+    first = build_classifier(name, make_generator(5), num_classes=classes).state_dict()
+    second = build_classifier(name, make_generator(5), num_classes=classes).state_dict()
+    other = build_classifier(name, make_generator(6), num_classes=classes).state_dict()
     assert torch.equal(torch.get_rng_state(), global_state)
     assert first.keys() == second.keys()
     assert all(torch.equal(first[k], second[k]) for k in first)
@@ -155,3 +158,25 @@ def test_wrn_widen_option_gives_the_smaller_wide_resnet():
     assert net.fc.in_features == 64 and net(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
     with pytest.raises(ConfigError, match=r"^model.widen=0 is not valid"):
         build_classifier("wrn16_4", make_generator(0), widen=0)
+
+
+def test_binary_cnn_has_the_thesis_4587_parameters_and_one_bernoulli_logit():
+    net = build_classifier("binary_cnn", make_generator(0), num_classes=2)
+    assert isinstance(net, TwoClassLogits) and count_parameters(net) == 4587
+    inner = bernoulli_logit_network(net)
+    assert sum(isinstance(m, nn.Conv2d) for m in inner.modules()) == 2
+    assert sum(isinstance(m, nn.Linear) for m in inner.modules()) == 3
+    x = torch.rand(5, 1, 28, 28, generator=make_generator(1))
+    y = torch.tensor([0, 1, 1, 0, 1])
+    with torch.no_grad():
+        f = inner(x).squeeze(1)
+        logits = net(x)
+    assert torch.equal(logits[:, 0], torch.zeros(5)) and torch.equal(logits[:, 1], f)
+    # Cross-entropy of the logits [0, f] is the Bernoulli NLL of the logit f.
+    cross_entropy = nn.functional.cross_entropy(logits.double(), y)
+    bernoulli = nn.functional.binary_cross_entropy_with_logits(f.double(), y.double())
+    assert float(cross_entropy) == pytest.approx(float(bernoulli), abs=1e-12)
+    assert torch.allclose(torch.softmax(logits, 1)[:, 1], torch.sigmoid(f))
+    assert bernoulli_logit_network(inner) is inner
+    with pytest.raises(ConfigError, match="num_classes=10 is not valid for binary_cnn"):
+        build_classifier("binary_cnn", make_generator(0))

@@ -1,0 +1,39 @@
+"""Jacobians ``d f(x_n) / d theta`` of a single-output network, one row per input.
+
+The rows are in the layout of the module's parameters (``named_parameters()`` order, each
+tensor flattened row-major), the layout of :func:`flat_parameters`. They are computed with
+``torch.func`` (``vmap`` of ``jacrev`` over the inputs, ``batch_size`` inputs at a time), in the
+dtype of the module's parameters: convert a copy of the module with ``.double()`` for float64
+rows (reproduction notes of the GGN thesis, section 1: do the P x P and N x P algebra in float64).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+
+def flat_parameters(model: nn.Module) -> Tensor:
+    """Every parameter of ``model`` (``named_parameters()`` order) as one detached vector."""
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+def output_jacobians(model: nn.Module, x: Tensor, batch_size: int | None = None) -> Tensor:
+    """Rows ``d f(x_n) / d theta`` ``[n, P]`` of a single-output ``model`` at inputs ``x``
+    (``[n, ...]``), ``batch_size`` inputs per vmapped pass (None: all at once)."""
+    params = {name: value.detach() for name, value in model.named_parameters()}
+
+    def output(values: dict[str, Tensor], xi: Tensor) -> Tensor:
+        out = torch.func.functional_call(model, values, (xi.unsqueeze(0),))
+        if out.numel() != 1:
+            raise ValueError(f"jacobians need a single-output model; it gives {out.numel()}")
+        return out.reshape(())
+
+    rows_of = torch.func.vmap(torch.func.jacrev(output), in_dims=(None, 0))
+    chunks = [x] if batch_size is None else x.split(batch_size)
+    blocks = []
+    for chunk in chunks:
+        rows = rows_of(params, chunk)
+        blocks.append(torch.cat([rows[name].reshape(len(chunk), -1) for name in params], dim=1))
+    return torch.cat(blocks) if blocks else x.new_zeros((0, sum(v.numel() for v in
+                                                                  params.values())))
