@@ -84,7 +84,7 @@ def test_killed_multirun_resumes_without_recomputing(stop, tmp_path):
 
 @pytest.mark.parametrize("args, expected", [
     (["method=foo"], "method='foo' is not valid; choose one of: assla, bayes_by_backprop, "
-     "classifier_ensemble, "
+     "classifier_ensemble, continual_laplace, "
      "cyclical_sghmc, deep_ensemble, hmc, la, laplace_classifier, map_classifier, mfvi, "
      "nn_assla, nn_ssla, plugin, ssla, ssla_assla, subnet_laplace, swag, tempered_laplace, vi"),
     (["experiment=generalized_laplace/figure-3", "scale=smoke", "method.structure=foo"],
