@@ -152,7 +152,7 @@ class ContinualLaplace:
     marglik_steps: int = 100
     marglik_lr: float = 0.1
     marglik_restart: bool = False
-    predict_batch_size: int = 256
+    predict_batch_size: int = 64
     device: str = "cpu"
     fits_on_base: ClassVar[bool] = False
 
