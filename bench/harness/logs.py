@@ -21,7 +21,8 @@ from bench.harness.records import LOG_NAME
 LIBRARY_LOGGERS = ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning",
                    "lightning_fabric", "pyro", "optuna")
 NOISY_WARNINGS = (r".*(num_workers|LeafSpec|litlogger|torch\.jit\.script. is deprecated|"
-                  r"does not have many workers|smaller than the logging).*")
+                  r"does not have many workers|smaller than the logging|"
+                  r"non-full backward hook|ASDL backend is used which does not support).*")
 FILE_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 logger = logging.getLogger("bench")

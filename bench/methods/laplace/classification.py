@@ -180,17 +180,11 @@ class LaplaceTorchClassifier:
 
     def fit(self, data: ClassificationTrainData, seed: int, base: Any = None) -> dict:
         """Fit the curvature of ``base`` on ``data``'s training set; tune the prior if asked."""
-        from laplace import Laplace
-
         if base is None:
             raise ValueError("LaplaceTorchClassifier.fit needs the trained network (base=)")
         network = copy.deepcopy(network_of(base)).to(self.device).eval()
         dtype = next(network.parameters()).dtype
-        self.la = Laplace(network, "classification", subset_of_weights=self.subset_of_weights,
-                          hessian_structure=self.hessian_structure,
-                          prior_precision=float(self.prior_precision),
-                          temperature=1.0 / self.temperature,
-                          backend=backend_class(self.backend))
+        self.la = self.build_laplace(network)
         augment = data.augmenter() if hasattr(data, "augmenter") else None
         inputs = None
         if augment is not None:
@@ -212,6 +206,17 @@ class LaplaceTorchClassifier:
                 "log_marginal_likelihood": log_marglik, "n_parameters": int(self.la.n_params),
                 "backend": type(self.la.backend).__name__, "laplace_class": type(self.la).__name__,
                 "temperature": float(self.temperature), "n_data": int(self.la.n_data)}
+
+    def build_laplace(self, network: nn.Module, prior_mean: float | Tensor = 0.0):
+        """laplace-torch's ``Laplace(network, "classification", ...)`` with this adapter's
+        subset, structure, prior, temperature and backend, not yet fitted. ``network`` is
+        used as it is (not copied): the Laplace object's mean follows its parameters."""
+        from laplace import Laplace
+
+        return Laplace(network, "classification", subset_of_weights=self.subset_of_weights,
+                       hessian_structure=self.hessian_structure,
+                       prior_precision=float(self.prior_precision), prior_mean=prior_mean,
+                       temperature=1.0 / self.temperature, backend=backend_class(self.backend))
 
     def _fitted_prior_precision(self) -> float | list[float]:
         """The prior precision as a record value: one number, one per layer (layerwise), or
