@@ -27,7 +27,8 @@ Where this differs from calling ``marglik_training`` (and why it is our own loop
 * ``refit_size`` optionally refits the Laplace approximation on a fixed random subset of the
   training set (drawn once from the seed) with laplace-torch's ``temperature = n / N``, which
   scales the subset's curvature and loss by ``N / n``: an unbiased estimate of the full-data
-  GGN and log likelihood at a fraction of the cost (cpu scale; None = every point);
+  log likelihood and of the diagonal or full GGN (for K-FAC the product of two estimated
+  factors) at a fraction of the cost (cpu scale; None = every point);
 * ``subset_of_weights="last_layer"`` (a last-layer Laplace approximation, scalar prior): the
   learned precision regularises the last layer's weights, the other weights keep the initial
   ``prior_precision``.
