@@ -37,3 +37,13 @@ def symmetric_eigh(matrix: Tensor) -> tuple[Tensor, Tensor]:
         eye = torch.eye(matrix.shape[-1], dtype=matrix.dtype, device=matrix.device)
         values, vectors = torch.linalg.eigh(symmetric + shift * eye)
         return values - shift, vectors
+
+
+def logdet_shifted(eigenvalues: Tensor, shift: Tensor | float) -> Tensor:
+    """``log|A + shift * I| = sum_i log(lambda_i + shift)`` from the eigenvalues ``[P]`` of a
+    symmetric ``A`` (differentiable in ``shift``): one eigendecomposition serves every shift,
+    where a Cholesky per shift costs ``O(P^3)`` each time. The sum is taken in float64 (a sum
+    of ``P`` logarithms) and returned in the eigenvalues' dtype."""
+    if not isinstance(shift, Tensor):
+        shift = torch.tensor(float(shift), dtype=torch.float64, device=eigenvalues.device)
+    return torch.log(eigenvalues.double() + shift.double()).sum().to(eigenvalues.dtype)

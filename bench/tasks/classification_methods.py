@@ -3,12 +3,14 @@
 One job = (method node, model seed). :func:`prepare_job` loads the dataset node and its splits,
 gets the MAP network of the experiment's ``network`` recipe for the seed from the trained-
 network store (trained once, then reused by every method and every experiment naming the same
-recipe) and builds the :class:`~bench.datasets.training_set.TrainingSet` the methods fit on.
+recipe; an experiment without ``network``, whose methods all train their own, has none) and
+builds the :class:`~bench.datasets.training_set.TrainingSet` the methods fit on.
 :func:`predict_variants` fits every variant (table row) of the method node, timed, and
 predicts on the input sets a task names, timed; on the same inputs, right after, it times the
 MAP network's own softmax (:class:`~bench.methods.baselines.map_classifier.MapClassifier`), so
 each record holds ``<row>/predict_s`` and ``<row>/map_predict_s`` measured side by side (the
-prediction-time ratios LA/MAP and DE/MAP of Laplace Redux).
+prediction-time ratios LA/MAP and DE/MAP of Laplace Redux); each variant also keeps its
+seconds per input set.
 
 Per-method settings at a scale (fewer epochs, samples) live in the experiment's
 ``method_settings``: method node ``name`` -> arguments over the node's values, so one
@@ -54,7 +56,7 @@ class ClassificationJob:
 
     data: ImageClassificationData
     splits: ImageSplits
-    network: StoredNetwork
+    network: StoredNetwork | None
     training: TrainingSet
     seed: int
     result: TaskResult = field(default_factory=TaskResult)
@@ -62,29 +64,33 @@ class ClassificationJob:
 
 @dataclass
 class VariantPredictions:
-    """One fitted variant (table row): its predictive on each named input set and its fit
-    diagnostics."""
+    """One fitted variant (table row): its predictive on each named input set, its fit
+    diagnostics and its prediction seconds per input set."""
 
     row: str
     predictives: dict[str, Categorical]
     diagnostics: dict[str, Any]
+    predict_seconds: dict[str, float] = field(default_factory=dict)
 
 
 def prepare_job(cfg: DictConfig) -> ClassificationJob:
     """Dataset node, splits of ``cfg.seed``, the stored MAP network of ``cfg.network`` for the
-    seed (timed as ``network_s``) and the training set (name, preprocessing, results folder,
-    device)."""
+    seed (timed as ``network_s``; None when the experiment has no ``network``) and the
+    training set (name, preprocessing, results folder, device)."""
     data: ImageClassificationData = instantiate(cfg.dataset)
     seed = int(cfg.seed)
     splits = data.splits(seed)
-    recipe = network_recipe(cfg.network, data, len(splits.x_train))
-    watch = Stopwatch()
-    stored = trained_network(recipe, seed, splits.x_train, splits.y_train, cfg.results_dir,
-                             cfg.device)
-    result = TaskResult(timings={"network_s": watch.elapsed()})
-    result.fitted.update({"recipe_hash": stored.recipe_hash, "network_reused": stored.reused,
-                          "network_path": str(stored.path),
-                          "initial_weights": initial_weights(recipe)})
+    result, stored = TaskResult(), None
+    if cfg.get("network") is not None:
+        recipe = network_recipe(cfg.network, data, len(splits.x_train))
+        watch = Stopwatch()
+        stored = trained_network(recipe, seed, splits.x_train, splits.y_train, cfg.results_dir,
+                                 cfg.device)
+        result.timings["network_s"] = watch.elapsed()
+        result.fitted.update({"recipe_hash": stored.recipe_hash,
+                              "network_reused": stored.reused,
+                              "network_path": str(stored.path),
+                              "initial_weights": initial_weights(recipe)})
     training = TrainingSet(splits.x_train, splits.y_train, data.images, data.normalisation,
                            str(cfg.results_dir), str(cfg.device), data.augmentation)
     return ClassificationJob(data, splits, stored, training, seed, result)
@@ -105,11 +111,13 @@ def predict_variants(cfg: DictConfig, job: ClassificationJob, sets: Mapping[str,
     batch size, right after the method's own predictions) and their sums ``fit_s``,
     ``predict_s``, ``map_predict_s``; ``fitted.methods[<row>]`` the fit diagnostics; metric
     ``map_test_accuracy``. Methods with ``fits_on_base`` receive the stored MAP network.
+    Without a MAP network (``job.network`` None) the MAP timings and accuracy are left out.
     """
     node = configured_method_node(cfg)
     result, rows = job.result, []
     fitted: dict[str, Any] = result.fitted.setdefault("methods", {})
-    for total in ("fit_s", "predict_s", "map_predict_s"):
+    totals = ("fit_s", "predict_s") + (("map_predict_s",) if job.network is not None else ())
+    for total in totals:
         result.timings.setdefault(total, 0.0)
     for row, arguments in method_variants(node).items():
         method = instantiate_method(node, **arguments)
@@ -117,27 +125,32 @@ def predict_variants(cfg: DictConfig, job: ClassificationJob, sets: Mapping[str,
         watch = Stopwatch()
         diagnostics = method.fit(job.training, job.seed, base=base)
         fit_s = watch.elapsed()
-        reference = MapClassifier(predict_batch_size=int(getattr(
-            method, "predict_batch_size", MapClassifier.predict_batch_size)),
-            device=str(cfg.device))
-        reference.fit(job.training, job.seed, base=job.network)
-        predictives, seconds, map_seconds = {}, 0.0, 0.0
+        reference = None
+        if job.network is not None:
+            reference = MapClassifier(predict_batch_size=int(getattr(
+                method, "predict_batch_size", MapClassifier.predict_batch_size)),
+                device=str(cfg.device))
+            reference.fit(job.training, job.seed, base=job.network)
+        predictives, seconds, map_seconds = {}, {}, 0.0
         for name, inputs in sets.items():
             watch = Stopwatch()
             predictives[name] = method.predict(inputs)
-            seconds += watch.elapsed()
-            watch = Stopwatch()
-            reference.predict(inputs)
-            map_seconds += watch.elapsed()
-        result.timings.update({f"{row}/fit_s": fit_s, f"{row}/predict_s": seconds,
-                               f"{row}/map_predict_s": map_seconds})
+            seconds[name] = watch.elapsed()
+            if reference is not None:
+                watch = Stopwatch()
+                reference.predict(inputs)
+                map_seconds += watch.elapsed()
+        result.timings.update({f"{row}/fit_s": fit_s, f"{row}/predict_s": sum(seconds.values())})
         result.timings["fit_s"] += fit_s
-        result.timings["predict_s"] += seconds
-        result.timings["map_predict_s"] += map_seconds
+        result.timings["predict_s"] += sum(seconds.values())
+        if reference is not None:
+            result.timings[f"{row}/map_predict_s"] = map_seconds
+            result.timings["map_predict_s"] += map_seconds
         fitted[row] = diagnostics or {}
-        rows.append(VariantPredictions(row, predictives, diagnostics or {}))
-    map_test = MapClassifier(device=str(cfg.device))
-    map_test.fit(job.training, job.seed, base=job.network)
-    result.metrics["map_test_accuracy"] = accuracy(map_test.predict(job.splits.x_test),
-                                                   job.splits.y_test)
+        rows.append(VariantPredictions(row, predictives, diagnostics or {}, seconds))
+    if job.network is not None:
+        map_test = MapClassifier(device=str(cfg.device))
+        map_test.fit(job.training, job.seed, base=job.network)
+        result.metrics["map_test_accuracy"] = accuracy(map_test.predict(job.splits.x_test),
+                                                       job.splits.y_test)
     return rows

@@ -124,6 +124,27 @@ def _require_count(key: str, value: Any) -> None:
         raise ConfigError(f"{key}={value!r} is not valid; it must be a positive integer")
 
 
+def laplace_predictive(la: Any, x: Tensor, pred_type: str, link_approx: str, n_samples: int,
+                       seed: int, batch_size: int) -> Categorical:
+    """The predictive class probabilities of a fitted laplace-torch object ``la`` at ``x``, in
+    chunks of ``batch_size`` (sampled predictives: module docstring; ``seed`` seeds them)."""
+    reference = next(la.model.parameters())
+    device = reference.device
+    chunks = x.to(device=device, dtype=reference.dtype).split(batch_size)
+    if pred_type == "glm" and link_approx != "mc":
+        probs = [la(chunk, pred_type="glm", link_approx=link_approx) for chunk in chunks]
+    elif pred_type == "glm":
+        generator = make_generator(seed, str(device))
+        probs = [la.predictive_samples(chunk, pred_type="glm", n_samples=n_samples,
+                                       generator=generator).mean(dim=0) for chunk in chunks]
+    else:
+        with torch.no_grad():
+            probs = [la.predictive_samples(
+                chunk, pred_type="nn", n_samples=n_samples,
+                generator=make_generator(seed, str(device))).mean(dim=0) for chunk in chunks]
+    return Categorical(torch.cat(probs).detach())
+
+
 @dataclass
 class LaplaceTorchClassifier:
     """laplace-torch ``Laplace(network, "classification", ...)`` fitted on a trained network."""
@@ -228,23 +249,8 @@ class LaplaceTorchClassifier:
 
     def predict(self, x: Tensor) -> Categorical:
         """Predictive class probabilities at ``x``, in chunks of ``predict_batch_size``."""
-        la = self.la
-        reference = next(la.model.parameters())
-        device = reference.device
-        chunks = x.to(device=device, dtype=reference.dtype).split(self.predict_batch_size)
-        if self.pred_type == "glm" and self.link_approx != "mc":
-            probs = [la(chunk, pred_type="glm", link_approx=self.link_approx) for chunk in chunks]
-        elif self.pred_type == "glm":
-            generator = make_generator(self.seed, str(device))
-            probs = [la.predictive_samples(chunk, pred_type="glm", n_samples=self.n_samples,
-                                           generator=generator).mean(dim=0) for chunk in chunks]
-        else:
-            with torch.no_grad():
-                probs = [la.predictive_samples(
-                    chunk, pred_type="nn", n_samples=self.n_samples,
-                    generator=make_generator(self.seed, str(device))).mean(dim=0)
-                    for chunk in chunks]
-        return Categorical(torch.cat(probs).detach())
+        return laplace_predictive(self.la, x, self.pred_type, self.link_approx, self.n_samples,
+                                  self.seed, self.predict_batch_size)
 
     def stored_tensors(self) -> dict[str, Tensor]:
         """Every tensor the fitted laplace-torch object holds, found by walking its attributes:

@@ -42,7 +42,7 @@ def test_implemented_comes_from_the_registry_not_from_flags():
     assert set(implemented) == set(SPECS)
     assert {entry.key for entry in CATALOG if entry.implemented} == set(implemented)
     assert all(catalog_entry(key) is not None for key in implemented)
-    assert not catalog_entry("laplace_redux/table-2").implemented
+    assert not catalog_entry("laplace_redux/figure-10").implemented
 
 
 def test_a_figure_drawn_from_a_table_reproduces_through_the_table_experiment():

@@ -1,0 +1,73 @@
+"""Hessian structures of a network trained by online marginal likelihood: Laplace Redux Table 2.
+
+One job = (structure, training seed): the method node (``online_marglik_diag``,
+``online_marglik_kron`` or ``online_marglik_full``) trains its network and prior precision
+from scratch on the in-distribution training set and fits its Laplace approximation, through
+the shared step of :mod:`bench.tasks.classification_methods` (fit and per-set prediction
+timed); its predictive is scored on the in-distribution test part (Fashion-MNIST: the 8k of
+the 2k/8k split) and each OOD test set present.
+
+Cells, row = the method node's name (``LA/DIAG``, ``LA/KFAC``, ``LA/FULL``), fractions and
+nats as the paper prints them:
+
+* ``test_loglik``: mean log predictive probability of the test labels (= -NLL);
+* ``test_acc``: accuracy on the test part;
+* ``ood_auroc_avg``: the mean over the OOD sets present of the AUROC (in-distribution
+  positive, score = largest probability); ``auroc_<set>`` each one;
+* ``pred_time``: mean over the input sets (test part and OOD sets) of the seconds the
+  predictive takes on the whole set, as the paper averages its four sets.
+
+An optional OOD set whose files are absent (``dataset.optional_ood``: EMNIST-digits) is
+skipped: ``fitted.ood_needs_data`` names its files, ``fitted.ood_sets`` the sets averaged.
+"""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from bench.datasets.image_classification import ImageClassificationData
+from bench.harness.result import TaskResult
+from bench.harness.task_inputs import takes
+from bench.methods.laplace.online_marglik import OnlineMarglikLaplace
+from bench.metrics.classification import classification_metrics
+from bench.tasks.classification_methods import predict_variants, prepare_job, short_name
+
+
+def structure_cells(result: TaskResult, row: str, scores: dict[str, float],
+                    ood_sets: tuple[str, ...], seconds: dict[str, float]) -> None:
+    """Add one row's cells (module docstring) from ``classification_metrics`` output and the
+    prediction seconds per input set."""
+    result.add(row, "test_loglik", -scores["nll"])
+    result.add(row, "test_acc", scores["accuracy"])
+    aurocs = [scores[f"{name}_auroc"] for name in ood_sets]
+    for name, value in zip(ood_sets, aurocs, strict=True):
+        result.add(row, f"auroc_{short_name(name)}", value)
+    if aurocs:
+        result.add(row, "ood_auroc_avg", sum(aurocs) / len(aurocs))
+    result.add(row, "pred_time", sum(seconds.values()) / len(seconds))
+
+
+@takes(datasets=(ImageClassificationData,), methods=(OnlineMarglikLaplace,))
+def run(cfg: DictConfig) -> TaskResult:
+    """Train the structure's network and prior by online marginal likelihood, fit its Laplace
+    approximation and score it on the test part and the OOD sets."""
+    job = prepare_job(cfg)
+    data, seed = job.data, job.seed
+    ood_sets = data.available_ood
+    sets = {data.images: job.splits.x_test,
+            **{name: data.ood_set(name, seed).x for name in ood_sets}}
+    job.result.fitted["ood_needs_data"] = data.missing_ood()
+    job.result.fitted["ood_sets"] = list(ood_sets)
+    job.result.fitted["set_sizes"] = {name: len(x) for name, x in sets.items()}
+    for variant in predict_variants(cfg, job, sets):
+        ood = {name: variant.predictives[name] for name in ood_sets}
+        scores = classification_metrics(
+            variant.predictives[data.images], job.splits.y_test, ood,
+            n_bins=int(cfg.metrics.n_bins), calibration=str(cfg.metrics.calibration),
+            ood_score=str(cfg.metrics.ood_score))
+        structure_cells(job.result, variant.row, scores, ood_sets, variant.predict_seconds)
+        job.result.timings.update({f"{variant.row}/predict_s/{name}": s
+                                   for name, s in variant.predict_seconds.items()})
+        job.result.metrics.update({f"{variant.row}/{key}": value for key, value in scores.items()
+                                   if key in ("nll", "brier", "ece", "confidence")})
+    return job.result
