@@ -82,8 +82,11 @@ class SnelsonGapData:
             raise ConfigError(f"dataset.gap_low={self.gap_low} must be below "
                               f"dataset.gap_high={self.gap_high}")
 
-    def splits(self) -> TrainTest:
-        """Training set (``train_seed``) and test set (``test_seed``) as float64 tensors."""
+    def splits(self, seed: int | None = None) -> TrainTest:
+        """Training set (``train_seed``) and test set (``test_seed``) as float64 tensors.
+
+        ``seed`` is accepted for the datasets' common ``splits(seed)`` and ignored: the
+        thesis's sets are fixed by ``train_seed`` and ``test_seed``."""
         sets = []
         for seed, n in ((self.train_seed, self.n_train), (self.test_seed, self.n_test)):
             x, y = snelson_with_gap(seed, n, noise_sd=self.noise_variance**0.5,

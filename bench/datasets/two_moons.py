@@ -35,8 +35,11 @@ class TwoMoonsData:
             raise ConfigError(f"dataset.plot_low={list(self.plot_low)} must be below "
                               f"dataset.plot_high={list(self.plot_high)} in both coordinates")
 
-    def splits(self) -> TrainTest:
-        """Training and test sets as float64 tensors, labels 0. / 1."""
+    def splits(self, seed: int | None = None) -> TrainTest:
+        """Training and test sets as float64 tensors, labels 0. / 1.
+
+        ``seed`` is accepted for the datasets' common ``splits(seed)`` and ignored: the
+        thesis's sets are fixed by ``train_seed`` and ``test_seed``."""
         sets = []
         for seed, n in ((self.train_seed, self.n_train), (self.test_seed, self.n_test)):
             x, y = make_moons(n_samples=n, noise=self.noise, random_state=seed)

@@ -45,9 +45,10 @@ def negative_log_joint(network: MLPShape, theta: Tensor, x: Tensor, y: Tensor,
 
 def train_network_grid(network: MLPShape, x: Tensor, y: Tensor, likelihood: Likelihood,
                        prior_precision: Tensor, initial: Tensor, *, lr: float, steps: int,
-                       desc: str = "network grid") -> GridFit:
-    """Full-batch Adam (``lr``, ``steps``) from ``initial`` (``[P]``, shared by every network,
-    or ``[B, P]``) on every network of the grid at once."""
+                       schedule: str = "none", desc: str = "network grid") -> GridFit:
+    """Full-batch Adam (``lr``, ``steps``; ``schedule="cosine"`` anneals the rate to 0 over the
+    steps) from ``initial`` (``[P]``, shared by every network, or ``[B, P]``) on every network
+    of the grid at once."""
     n_networks = int(prior_precision.shape[0])
     start = initial.expand(n_networks, -1) if initial.ndim == 1 else initial
     theta = start.detach().clone().requires_grad_(True)
@@ -55,8 +56,8 @@ def train_network_grid(network: MLPShape, x: Tensor, y: Tensor, likelihood: Like
     def loss(_rows) -> Tensor:
         return negative_log_joint(network, theta, x, y, likelihood, prior_precision).sum()
 
-    fit_parameters([theta], loss, n_rows=len(y), config=TrainingConfig(lr=lr, max_epochs=steps),
-                   desc=desc)
+    config = TrainingConfig(lr=lr, max_epochs=steps, schedule=schedule)
+    fit_parameters([theta], loss, n_rows=len(y), config=config, desc=desc)
     objective = negative_log_joint(network, theta, x, y, likelihood, prior_precision)
     (gradient,) = torch.autograd.grad(objective.sum(), theta)
     return GridFit(theta.detach(), objective.detach(), gradient.norm(dim=1))

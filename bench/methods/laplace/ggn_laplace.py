@@ -121,6 +121,13 @@ class FunctionSpaceGGN:
         return (self.n_params * math.log(self.prior_precision)
                 + float(2 * torch.log(self.b_cholesky.diagonal()).sum()))
 
+    def solve(self, vector: Tensor) -> Tensor:
+        """``Sigma v = delta^-1 v - delta^-2 J^T W^1/2 B^-1 W^1/2 J v`` (Woodbury)."""
+        projected = (self.jacobian @ vector) * self.root_weights
+        inner = torch.cholesky_solve(projected.unsqueeze(1), self.b_cholesky).squeeze(1)
+        return (vector / self.prior_precision
+                - self.jacobian.T @ (self.root_weights * inner) / self.prior_precision**2)
+
     def function_variance(self, jacobian: Tensor) -> Tensor:
         """``diag(J* Sigma J*^T)`` for test rows ``J*`` ``[m, P]``."""
         cross = (self.jacobian @ jacobian.T) * self.root_weights.unsqueeze(1)

@@ -35,9 +35,12 @@ from bench.predictive.densities import Gaussian
 from bench.training.network_grid import train_network_grid
 
 PREDICTIVES = ("glm", "nn", "blr")
+LR_SCHEDULES = ("none", "cosine")
 # derived_seed([seed, stream]) streams of one job: Monte Carlo draws during fitting, then
 # the predictive's parameter draws.
 FIT_STREAM, DRAW_STREAM = 1, 2
+# Parameter draws evaluated at once (bounds the memory of NN sampling on many inputs).
+DRAW_CHUNK = 100
 
 
 @dataclass
@@ -91,10 +94,10 @@ class GGNPosteriorMethod:
         require_choice("predictive", kind, ("nn", "glm"))
         if self.model is None:
             raise RuntimeError(f"{self.name}: fit before predicting")
+        compute = (self.model.network_outputs if kind == "nn"
+                   else self.model.linearised_outputs)
         with torch.no_grad():
-            if kind == "nn":
-                return self.model.network_outputs(self.draws, x)
-            return self.model.linearised_outputs(self.draws, x)
+            return torch.cat([compute(chunk, x) for chunk in self.draws.split(DRAW_CHUNK)])
 
     def predict(self, x: Tensor) -> Gaussian | Categorical:
         """Regression: a Gaussian over y (``glm`` / ``blr``: closed form, sigma^2 added;
@@ -115,17 +118,20 @@ class GGNPosteriorMethod:
 
 @dataclass
 class LaplaceGGN(GGNPosteriorMethod):
-    """L-GGN: full-batch Adam MAP (``lr``, ``steps``) from the shared initialisation, then the
-    Laplace-GGN posterior ``N(theta*, (delta I + G(theta*))^-1)``."""
+    """L-GGN: full-batch Adam MAP (``lr``, ``steps``, ``lr_schedule`` ``none`` or ``cosine``)
+    from the shared initialisation, then the Laplace-GGN posterior
+    ``N(theta*, (delta I + G(theta*))^-1)``."""
 
     name: str = "L-GGN"
     lr: float = 1e-3
     steps: int = 10000
+    lr_schedule: str = "none"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         require_positive("method.lr", self.lr)
         require_positive("method.steps", self.steps)
+        require_choice("method.lr_schedule", self.lr_schedule, LR_SCHEDULES)
 
     def fit(self, data: TrainingSet, seed: int, base: Any = None) -> dict[str, Any]:
         """Train the MAP, build the posterior; diagnostics: final gradient norm, the relative
@@ -136,7 +142,8 @@ class LaplaceGGN(GGNPosteriorMethod):
         delta = torch.tensor([float(self.prior_precision)], dtype=torch.float64)
         fit = train_network_grid(network, x, y, likelihood, delta,
                                  self.initial_mean(network, seed), lr=float(self.lr),
-                                 steps=int(self.steps), desc="L-GGN MAP")
+                                 steps=int(self.steps), schedule=self.lr_schedule,
+                                 desc="L-GGN MAP")
         theta = fit.theta[0]
         model = laplace_ggn_posterior(network, theta, x, likelihood, float(self.prior_precision))
         with torch.no_grad():

@@ -98,6 +98,9 @@ def test_function_space_log_det_and_variances_equal_the_p_by_p_ones(likelihood):
     torch.testing.assert_close(posterior.function_variance(j_new), expected,
                                rtol=1e-9, atol=1e-12)
     torch.testing.assert_close(posterior.covariance(), dense, rtol=1e-9, atol=1e-12)
+    vector = torch.linspace(-1, 1, dense.shape[0], dtype=torch.float64)
+    torch.testing.assert_close(function_space.solve(vector), dense @ vector, rtol=1e-9,
+                               atol=1e-12)
 
 
 def test_saturated_bernoulli_points_are_fine_in_function_space():
