@@ -91,13 +91,23 @@ def overfitting_rejected(records: Records) -> float:
     return fraction(outcomes)
 
 
-def stationarity(records: Records) -> float:
-    """Median over grid points of ``|mu_BLR - theta*| / |theta*|`` (eq. 3.12)."""
-    shifts = sorted(float(v) for r in records
-                    for v in r.get("arrays", {}).get("blr_mean_shift", []) if v is not None)
-    if not shifts:
-        raise LookupError("no blr_mean_shift in the records")
-    return shifts[len(shifts) // 2]
+def evidence_gap(records: Records) -> float:
+    """Median over grid points of ``|eq. 3.17-3.18 - eq. 3.19|`` (nats): zero at a stationary
+    ``theta*``, so it measures how much the MAP's inexactness moves the evidence."""
+    gaps = sorted(abs(float(a) - float(b)) for r in records
+                  for a, b in zip(r.get("arrays", {}).get("log_evidence", []),
+                                  r.get("arrays", {}).get("linearised_log_evidence", []),
+                                  strict=True) if a is not None and b is not None)
+    if not gaps:
+        raise LookupError("no log_evidence / linearised_log_evidence in the records")
+    return gaps[len(gaps) // 2]
+
+
+def test_ll_loss_at_evidence_optimum(records: Records) -> float:
+    """Test log likelihood at the evidence optimum minus the best test log likelihood of the
+    grid (0: the evidence picks the test-LL optimum; small: it lies on its plateau)."""
+    points = grid_points(records)
+    return best_point(points).test_ll - best_point(points, "test_ll").test_ll
 
 
 def _cell(means: Means, row: str, column: str) -> float:
@@ -154,7 +164,10 @@ MODEL_SELECTION_NOTES = (
     "eq. 3.19's exact linearised evidence (equal to log_evidence at a stationary theta*), "
     "|mu_BLR - theta*| / |theta*| and the final gradient norm.",
     "Anchors: an optimum agrees when it is the paper's grid point (factor 1.05), close one "
-    "grid step away. The stationarity anchor is our own check, not a paper claim.",
+    "grid step away. The stationarity anchor is our own check, not a paper claim: the median "
+    "gap between the Laplace evidence at theta* and eq. 3.19's exact linearised evidence, "
+    "which agree at a stationary theta* (|mu_BLR - theta*| / |theta*| is in the CSV; it is "
+    "not used, since it is 1 for networks that collapse to theta* = 0 at large delta).",
     "Adam at paper scale and for Figure 5.3 at every scale but smoke: the notes' lr 1e-3 "
     "for 10,000 steps (the thesis: 'until convergence').",
 )
@@ -185,12 +198,18 @@ FIGURE_5_2 = ArtifactSpec(
         Anchor("share of {evidence, test LL} lower at the smallest delta than at the evidence "
                "optimum, over sigma^2 rows", "overfitting rejected (1)", overfitting_rejected,
                ALWAYS),
-        Anchor("our check: median |mu_BLR - theta*| / |theta*| over the grid",
-               "stationary MAP (small)", stationarity,
-               ClaimRule(agree=0.01, close=0.1, higher_is_better=False)),
+        Anchor("our check: median |eq. 3.18 - eq. 3.19| over the grid (nats)",
+               "stationary MAP (0)", evidence_gap,
+               ClaimRule(agree=0.5, close=2.0, higher_is_better=False)),
     ),
     notes=(*MODEL_SELECTION_NOTES, CPU_GRID_NOTE),
 )
+
+FIGURE_5_3_OPTIMUM_CAUSE = (
+    "cpu-scale record (seed 0, the notes' Adam 1e-3 x 10,000): the network at delta = 0.129 "
+    "did not converge (final gradient norm 142, test LL -1.52, evidence 40 nats below its "
+    "neighbours); the evidence peaks at 0.36-0.6 on the test LL's plateau (0.22-2.78), and "
+    "networks with delta >= 7.7 collapse to f = 0 (the thesis's B shows a linear boundary)")
 
 FIGURE_5_3 = ArtifactSpec(
     paper="ggn_thesis",
@@ -200,6 +219,10 @@ FIGURE_5_3 = ArtifactSpec(
     ignore_targets=(("*", "*"),),
     table_cells=(("*", "delta=*/log_evidence"), ("*", "delta=*/test_ll"), *GRID_TABLE),
     figure=classification_model_selection,
+    causes={("delta maximising the marginal likelihood", "*"): FIGURE_5_3_OPTIMUM_CAUSE,
+            ("*maximum (text's range)", "*"): FIGURE_5_3_OPTIMUM_CAUSE,
+            ("largest delta with log evidence*", "*"): FIGURE_5_3_OPTIMUM_CAUSE,
+            ("grid steps between*", "*"): FIGURE_5_3_OPTIMUM_CAUSE},
     anchors=(
         Anchor("delta maximising the marginal likelihood", "0.13", optimum("prior_precision"),
                ON_CLASSIFICATION_POINT),
@@ -214,13 +237,16 @@ FIGURE_5_3 = ArtifactSpec(
         Anchor("grid steps between the evidence optimum and the test-LL optimum",
                "plateau of the test LL (0 steps)", grid_steps_between_optima(CLASSIFICATION_STEP),
                ClaimRule(agree=1.0, close=2.0, higher_is_better=False)),
+        Anchor("test LL at the evidence optimum minus the best test LL (mean, nats)",
+               "on the test LL's plateau (0)", test_ll_loss_at_evidence_optimum,
+               ClaimRule(agree=-0.05, close=-0.1)),
         Anchor("train log likelihood at the smallest delta (tends to 0)", "0",
                train_ll_at_weakest_prior, ClaimRule(agree=-0.05, close=-0.15)),
         Anchor("share of {evidence, test LL} lower at the smallest delta than at the evidence "
                "optimum", "overfitting rejected (1)", overfitting_rejected, ALWAYS),
-        Anchor("our check: median |mu_BLR - theta*| / |theta*| over the grid",
-               "stationary MAP (small)", stationarity,
-               ClaimRule(agree=0.01, close=0.1, higher_is_better=False)),
+        Anchor("our check: median |eq. 3.18 - eq. 3.19| over the grid (nats)",
+               "stationary MAP (0)", evidence_gap,
+               ClaimRule(agree=0.5, close=2.0, higher_is_better=False)),
     ),
     notes=(*MODEL_SELECTION_NOTES,
            "Optimal range: the thesis's text says 0.02-2, its caption 0.3-2 (only the text's "

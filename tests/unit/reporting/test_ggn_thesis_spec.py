@@ -22,7 +22,8 @@ def grid_record(noise, evidence, test_ll, train_ll=None, seed=0):
     return {"status": "ok", "seed": seed, "fitted": {"noise_variance": noise},
             "arrays": {"prior_precision": DELTAS, "log_evidence": evidence,
                        "test_ll": test_ll, "train_ll": train_ll or [-0.01] * n,
-                       "blr_mean_shift": [1e-3] * n},
+                       "blr_mean_shift": [1e-3] * n,
+                       "linearised_log_evidence": [v + 0.1 for v in evidence]},
             "cells": [], "config": {}}
 
 
@@ -55,6 +56,10 @@ def test_seeds_are_averaged_and_the_near_optimal_range_read_off_the_evidence():
     assert lines.loc["delta maximising the marginal likelihood", "verdict"] == "agrees"
     assert lines.loc["train log likelihood at the smallest delta (tends to 0)",
                      "verdict"] == "agrees"
+    assert lines.loc["our check: median |eq. 3.18 - eq. 3.19| over the grid (nats)",
+                     "ours"] == pytest.approx(0.1)
+    assert lines.loc["test LL at the evidence optimum minus the best test LL (mean, nats)",
+                     "ours"] == pytest.approx(0.0)
 
 
 def predictive_record(row, cells):
