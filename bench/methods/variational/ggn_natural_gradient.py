@@ -1,0 +1,190 @@
+"""Natural-gradient variational inference with the GGN: VOGGN, LGVA and OGGN (GGN thesis,
+Chapter 4, eq. 4.2-4.3 and Tables 4.1-4.2), full batch and full covariance, one update with
+three rules for the pseudo-data ``(f-hat_s, J-hat_s)``:
+
+* VOGGN: draw ``theta_s ~ N(mu_t, Sigma_t)``; ``f-hat_s = f(x; theta_s)``,
+  ``J-hat_s = J(x; theta_s)``;
+* LGVA: draw ``theta_s`` likewise; ``f-hat_s = f(x; mu_t) + J(x; mu_t)(theta_s - mu_t)``,
+  ``J-hat_s = J(x; mu_t)``;
+* OGGN: no draw (``S = 1``); ``f-hat = f(x; mu_t)``, ``J-hat = J(x; mu_t)``.
+
+Update with step size ``gamma`` (notes section 5): ``g = 1/S sum_s sum_i J-hat^T r``,
+``H = 1/S sum_s sum_i J-hat^T Lambda(f-hat) J-hat``; precision
+``Lambda_{t+1} = (1 - gamma) Lambda_t + gamma (delta I + H)``; mean
+``mu_{t+1} = mu_t + gamma Lambda_{t+1}^-1 (g - delta mu_t)`` (eq. 4.2 with prior mean 0).
+By Theorem 4.1 this is the exact posterior of a Bayesian linear regression (tested). Draws are
+``mu + L^-T z`` with ``L`` the Cholesky factor of the precision; everything is float64.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.func import vmap
+
+from bench.datasets.training_set import TrainingSet
+from bench.harness.errors import ConfigError, require_choice, require_positive
+from bench.harness.progress import progress
+from bench.harness.rng import derived_seed, make_generator
+from bench.methods.laplace.ggn_laplace import GaussianPosterior, GGNPredictive, ggn_matrix
+from bench.methods.laplace.ggn_methods import FIT_STREAM, GGNPosteriorMethod
+from bench.models.glm_likelihoods import Likelihood
+from bench.models.mlp import MLPShape
+
+ALGORITHMS = ("voggn", "lgva", "oggn")
+
+
+def require_step_size(key: str, value: float) -> float:
+    """``value`` if it lies in ``(0, 1]``, else a one-line ConfigError naming ``key``."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise ConfigError(f"{key}={value!r} is not valid; the step size must lie in (0, 1]")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class NaturalGradientState:
+    """The variational Gaussian at one iteration: its mean and precision (kept explicitly,
+    since ``Lambda_{t+1}`` is built from ``Lambda_t``) with the precision's Cholesky factor."""
+
+    mean: Tensor
+    precision: Tensor
+    precision_cholesky: Tensor
+
+    @classmethod
+    def isotropic(cls, mean: Tensor, variance: float) -> NaturalGradientState:
+        """``N(mean, variance I)`` (the thesis starts from ``Sigma_0 = 0.1 I``)."""
+        eye = torch.eye(mean.shape[0], dtype=mean.dtype, device=mean.device)
+        return cls(mean, eye / variance, eye / variance**0.5)
+
+    @property
+    def posterior(self) -> GaussianPosterior:
+        """The state as a :class:`GaussianPosterior` (draws, solves, variances)."""
+        return GaussianPosterior(self.mean, self.precision_cholesky)
+
+
+def ggn_pseudo_data(algorithm: str, network: MLPShape, state: NaturalGradientState, x: Tensor,
+                    mc_samples: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """``f-hat`` ``[S, N]`` and ``J-hat`` ``[S, N, P]`` by the algorithm's rule (Table 4.2);
+    OGGN draws nothing and returns ``S = 1``."""
+    require_choice("method.algorithm", algorithm, ALGORITHMS)
+    mean = state.mean
+    if algorithm == "voggn":
+        thetas = state.posterior.sample(mc_samples, generator)
+        f_hat = vmap(network.forward_1d, in_dims=(0, None))(thetas, x)
+        return f_hat, torch.stack([network.jacobian(theta, x) for theta in thetas])
+    f_mean = network.forward_1d(mean, x)
+    jacobian = network.jacobian(mean, x)
+    if algorithm == "oggn":
+        return f_mean.unsqueeze(0), jacobian.unsqueeze(0)
+    thetas = state.posterior.sample(mc_samples, generator)
+    f_hat = f_mean + (thetas - mean) @ jacobian.T
+    return f_hat, jacobian.expand(mc_samples, -1, -1)
+
+
+def natural_gradient_step(state: NaturalGradientState, f_hat: Tensor, jacobians: Tensor,
+                          y: Tensor, likelihood: Likelihood, prior_precision: float,
+                          step_size: float) -> NaturalGradientState:
+    """One update (c)-(d) of notes section 5 from the pseudo-data ``(f-hat_s, J-hat_s)``."""
+    n_samples = f_hat.shape[0]
+    gradient = torch.zeros_like(state.mean)
+    curvature = torch.zeros_like(state.precision)
+    for f_s, jacobian in zip(f_hat, jacobians, strict=True):
+        gradient += jacobian.T @ likelihood.residual(f_s, y)
+        curvature += ggn_matrix(jacobian, likelihood.hessian(f_s))
+    gradient /= n_samples
+    curvature /= n_samples
+    curvature.diagonal().add_(prior_precision)
+    precision = (1 - step_size) * state.precision + step_size * curvature
+    cholesky = torch.linalg.cholesky(precision)
+    direction = torch.cholesky_solve((gradient - prior_precision * state.mean).unsqueeze(1),
+                                     cholesky).squeeze(1)
+    return NaturalGradientState(state.mean + step_size * direction, precision, cholesky)
+
+
+@dataclass
+class NaturalGradientTrace:
+    """Per iteration: relative mean change ``|mu_{t+1} - mu_t| / |mu_t|``,
+    ``log det Lambda_{t+1}`` and the training negative log likelihood at the mean."""
+
+    mean_change: list[float] = field(default_factory=list)
+    log_det_precision: list[float] = field(default_factory=list)
+    train_nll: list[float] = field(default_factory=list)
+
+
+def run_natural_gradient_vi(algorithm: str, network: MLPShape, x: Tensor, y: Tensor,
+                            likelihood: Likelihood, prior_precision: float,
+                            initial_mean: Tensor, *, step_size: float, iterations: int,
+                            initial_variance: float, mc_samples: int,
+                            generator: torch.Generator) -> tuple[NaturalGradientState,
+                                                                 NaturalGradientTrace]:
+    """``iterations`` updates from ``N(initial_mean, initial_variance I)``; Monte Carlo draws
+    from ``generator``. Returns the final state and the monitored trace."""
+    require_choice("method.algorithm", algorithm, ALGORITHMS)
+    step_size = require_step_size("method.step_size", step_size)
+    require_positive("method.iterations", iterations)
+    require_positive("method.initial_variance", initial_variance)
+    require_positive("method.mc_samples", mc_samples)
+    state = NaturalGradientState.isotropic(initial_mean.detach().clone(), initial_variance)
+    trace = NaturalGradientTrace()
+    with torch.no_grad():
+        for _ in progress(range(iterations), desc=algorithm, unit="it"):
+            f_hat, jacobians = ggn_pseudo_data(algorithm, network, state, x, mc_samples,
+                                               generator)
+            new = natural_gradient_step(state, f_hat, jacobians, y, likelihood,
+                                        prior_precision, step_size)
+            trace.mean_change.append(float((new.mean - state.mean).norm()
+                                           / state.mean.norm().clamp_min(1e-300)))
+            trace.log_det_precision.append(new.posterior.log_det_precision())
+            f_mean = network.forward_1d(new.mean, x)
+            trace.train_nll.append(float(-likelihood.log_prob(f_mean, y).sum()))
+            state = new
+    return state, trace
+
+
+@dataclass
+class NaturalGradientGGN(GGNPosteriorMethod):
+    """VOGGN, LGVA or OGGN (``algorithm``) from ``N(mu_0, initial_variance I)`` with ``mu_0``
+    the shared initialisation, ``iterations`` full-batch updates of step size ``step_size``
+    with ``mc_samples`` draws each (thesis: ``gamma = 0.999``, ``S = 1``, ``Sigma_0 = 0.1 I``).
+    The GLM predictive linearises at the final mean."""
+
+    name: str = "VOGGN"
+    algorithm: str = "voggn"
+    step_size: float = 0.999
+    iterations: int = 1000
+    initial_variance: float = 0.1
+    mc_samples: int = 1
+    trace: NaturalGradientTrace | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_choice("method.algorithm", self.algorithm, ALGORITHMS)
+        self.step_size = require_step_size("method.step_size", self.step_size)
+        for key in ("iterations", "initial_variance", "mc_samples"):
+            require_positive(f"method.{key}", getattr(self, key))
+
+    def fit(self, data: TrainingSet, seed: int, base: Any = None) -> dict[str, Any]:
+        """Run the iterations; diagnostics: the last relative mean change, the last
+        ``log det Lambda`` and training NLL, and their values 10% of the run earlier."""
+        x, y = data.train_inputs, data.train_labels
+        network = self.network(int(x.shape[1]))
+        state, trace = run_natural_gradient_vi(
+            self.algorithm, network, x, y, self.likelihood_model(), float(self.prior_precision),
+            self.initial_mean(network, seed), step_size=self.step_size,
+            iterations=int(self.iterations), initial_variance=float(self.initial_variance),
+            mc_samples=int(self.mc_samples),
+            generator=make_generator(derived_seed([seed, FIT_STREAM])))
+        self.trace = trace
+        self._finish(GGNPredictive(network, state.posterior, state.mean,
+                                   self.likelihood_model()), seed)
+        earlier = max(0, int(0.9 * len(trace.train_nll)) - 1)
+        return {"iterations": len(trace.train_nll),
+                "final_mean_change": trace.mean_change[-1],
+                "final_log_det_precision": trace.log_det_precision[-1],
+                "final_train_nll": trace.train_nll[-1],
+                "log_det_precision_at_90pc": trace.log_det_precision[earlier],
+                "train_nll_at_90pc": trace.train_nll[earlier],
+                "n_params": network.n_params}

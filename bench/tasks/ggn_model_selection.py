@@ -1,0 +1,189 @@
+"""Model selection by the Laplace-GGN marginal likelihood (GGN thesis Section 5.1, Figures
+5.2 and 5.3).
+
+One job = one row of the hyperparameter grid: every prior precision ``delta`` of the log grid
+``grid.prior_precision`` with, for a Gaussian likelihood, the noise variance
+``sigma^2 = grid.noise_variance[grid.noise_variance_index]`` (a Bernoulli likelihood has no
+noise variance: ``grid.noise_variance`` is null). All networks of the row start from the
+shared initialisation of the job seed and are trained at once
+(:func:`bench.training.network_grid.train_network_grid`, full-batch Adam of the method node's
+``lr``, ``steps`` and ``lr_schedule``). At each MAP ``theta*``:
+
+* ``log_evidence``: eq. 3.17-3.18 at ``mu = theta*`` (function-space log-determinant);
+* ``train_ll`` / ``test_ll``: the average log likelihood at the MAP (eq. 5.1);
+* diagnostics: ``|grad L|``, ``|mu_BLR - theta*| / |theta*|`` (eq. 3.12) and eq. 3.19's exact
+  linearised evidence (equal to ``log_evidence`` at a stationary ``theta*``);
+* the GLM predictive on the figure's inputs: the linearised function's mean and sd
+  (regression, sigma^2 not added) or the probability ``E[s(f_lin)]`` from
+  ``n_predictive_samples`` draws of each point's ``N(f*, J Sigma J^T)`` (classification).
+
+Cells: row ``sigma2=<value>`` (regression) or ``bernoulli``, columns
+``delta=<value>/<quantity>``; per row also ``argmax_delta`` and ``max_log_evidence``. Arrays
+hold the same per network, plus the predictive curves or maps, for the figures.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+from torch import Tensor
+
+from bench.datasets.snelson import SnelsonGapData
+from bench.datasets.two_moons import TwoMoonsData
+from bench.harness.errors import ConfigError, require_positive
+from bench.harness.result import TaskResult
+from bench.harness.rng import derived_seed, make_generator
+from bench.harness.task_inputs import takes
+from bench.harness.timing import Stopwatch
+from bench.methods.base import instantiate_method
+from bench.methods.laplace.ggn_laplace import (
+    FunctionSpaceGGN,
+    laplace_ggn_log_evidence,
+    linearised_log_evidence,
+)
+from bench.methods.laplace.ggn_methods import DRAW_STREAM, LaplaceGGN
+from bench.models.glm_likelihoods import GaussianLikelihood, Likelihood, make_likelihood
+from bench.models.mlp import MLPShape
+from bench.training.network_grid import train_network_grid
+
+
+def log_grid(node, key: str) -> list[float]:
+    """``points`` values evenly spaced in log10 from ``low`` to ``high`` (both positive)."""
+    if node is None:
+        raise ConfigError(f"{key} is missing; give {{low, high, points}}")
+    low, high, points = node.get("low"), node.get("high"), node.get("points")
+    for name, value in (("low", low), ("high", high)):
+        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+            raise ConfigError(f"{key}.{name}={value!r} is not valid; grid values must be "
+                              "positive numbers")
+    if not isinstance(points, int) or isinstance(points, bool) or points < 1:
+        raise ConfigError(f"{key}.points={points!r} is not valid; it must be a positive integer")
+    if low > high:
+        raise ConfigError(f"{key}.low={low} must not exceed {key}.high={high}")
+    if points == 1:
+        return [float(low)]
+    step = (math.log10(high) - math.log10(low)) / (points - 1)
+    return [10 ** (math.log10(low) + k * step) for k in range(points)]
+
+
+def noise_variance_of_job(grid: DictConfig, likelihood: str) -> float | None:
+    """This job's sigma^2 (Gaussian) or None (Bernoulli, which takes no grid over it)."""
+    if likelihood == "bernoulli":
+        if grid.get("noise_variance") is not None:
+            raise ConfigError("grid.noise_variance must be null for method.likelihood="
+                              "bernoulli (the Bernoulli likelihood has no noise variance)")
+        return None
+    values = log_grid(grid.get("noise_variance"), "grid.noise_variance")
+    index = grid.get("noise_variance_index")
+    if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(values):
+        raise ConfigError(f"grid.noise_variance_index={index!r} is not valid; choose one of: "
+                          f"0..{len(values) - 1}")
+    return values[index]
+
+
+def row_label(noise_variance: float | None) -> str:
+    """The cells' row: ``sigma2=<value>`` or ``bernoulli``."""
+    return "bernoulli" if noise_variance is None else f"sigma2={noise_variance:.3g}"
+
+
+def glm_probability(mean: Tensor, variance: Tensor, n_samples: int,
+                    generator: torch.Generator) -> Tensor:
+    """``E[s(f)]`` for ``f ~ N(mean, variance)`` per point by ``n_samples`` draws."""
+    noise = torch.randn(n_samples, *mean.shape, generator=generator, dtype=mean.dtype)
+    return torch.sigmoid(mean + variance.sqrt() * noise).mean(0)
+
+
+def evaluate_network(network: MLPShape, theta: Tensor, likelihood: Likelihood, delta: float,
+                     data, x_plot: Tensor, n_samples: int,
+                     generator: torch.Generator) -> dict[str, object]:
+    """Evidence, log likelihoods, diagnostics and the GLM predictive of one trained network."""
+    x, y = data.x_train, data.y_train
+    with torch.no_grad():
+        f = network.forward_1d(theta, x)
+        f_test = network.forward_1d(theta, data.x_test)
+        f_plot = network.forward_1d(theta, x_plot)
+    jacobian = network.jacobian(theta, x)
+    function_space = FunctionSpaceGGN.fit(jacobian, likelihood.hessian(f), delta)
+    gradient = jacobian.T @ likelihood.residual(f, y) - delta * theta
+    variance = function_space.function_variance(network.jacobian(theta, x_plot))
+    if isinstance(likelihood, GaussianLikelihood):
+        predictive = {"glm_mean": f_plot, "glm_sd": variance.sqrt()}
+    else:
+        predictive = {"glm_probability": glm_probability(f_plot, variance, n_samples,
+                                                         generator)}
+    return {
+        "log_evidence": laplace_ggn_log_evidence(likelihood, f, y, jacobian, theta, delta),
+        "linearised_log_evidence": linearised_log_evidence(likelihood, f, y, jacobian, theta,
+                                                           delta),
+        "train_ll": float(likelihood.log_prob(f, y).mean()),
+        "test_ll": float(likelihood.log_prob(f_test, data.y_test).mean()),
+        "blr_mean_shift": float(function_space.solve(gradient).norm() / theta.norm()),
+        **predictive,
+    }
+
+
+SCALARS = ("log_evidence", "train_ll", "test_ll", "linearised_log_evidence",
+           "blr_mean_shift", "gradient_norm")
+
+
+@takes(datasets=(SnelsonGapData, TwoMoonsData), methods=(LaplaceGGN,))
+def run(cfg: DictConfig) -> TaskResult:
+    """Train the row's networks at once, then evaluate each (see the module docstring)."""
+    dataset = instantiate(cfg.dataset)
+    data = dataset.splits()
+    method: LaplaceGGN = instantiate_method(cfg.method)
+    deltas = log_grid(cfg.grid.get("prior_precision"), "grid.prior_precision")
+    noise_variance = noise_variance_of_job(cfg.grid, method.likelihood)
+    require_positive("method.n_predictive_samples", method.n_predictive_samples)
+    seed = int(cfg.seed)
+    network = method.network(data.input_dim)
+    if noise_variance is None:
+        likelihood = make_likelihood("bernoulli")
+    else:
+        likelihood = GaussianLikelihood(noise_variance)
+    watch = Stopwatch()
+    fit = train_network_grid(network, data.x_train, data.y_train, likelihood,
+                             torch.tensor(deltas, dtype=torch.float64),
+                             method.initial_mean(network, seed), lr=float(method.lr),
+                             steps=int(method.steps), schedule=method.lr_schedule,
+                             desc=f"{len(deltas)} networks")
+    result = TaskResult(timings={"train_s": watch.elapsed()})
+    watch = Stopwatch()
+    x_plot = dataset.plot_inputs()
+    generator = make_generator(derived_seed([seed, DRAW_STREAM]))
+    row = row_label(noise_variance)
+    values: dict[str, list] = {}
+    for b, delta in enumerate(deltas):
+        evaluated = evaluate_network(network, fit.theta[b], likelihood, delta, data, x_plot,
+                                     int(method.n_predictive_samples), generator)
+        evaluated["gradient_norm"] = float(fit.gradient_norm[b])
+        for name, value in evaluated.items():
+            values.setdefault(name, []).append(value)
+        for name in SCALARS:
+            result.add(row, f"delta={delta:.3g}/{name}", evaluated[name])
+        for name in ("glm_mean", "glm_sd", "glm_probability"):
+            if name in evaluated:
+                result.arrays[f"delta={delta:.3g}/{name}"] = evaluated[name].tolist()
+    result.timings["evaluate_s"] = watch.elapsed()
+    best = max(range(len(deltas)), key=lambda b: values["log_evidence"][b])
+    result.add(row, "argmax_delta", deltas[best])
+    result.add(row, "max_log_evidence", values["log_evidence"][best])
+    result.arrays["prior_precision"] = deltas
+    for name in SCALARS:
+        result.arrays[name] = [float(v) for v in values[name]]
+    result.arrays["x_plot"] = x_plot.reshape(-1).tolist()
+    result.arrays["x_train"] = data.x_train.reshape(-1).tolist()
+    result.arrays["y_train"] = data.y_train.tolist()
+    result.fitted = {"noise_variance": noise_variance, "likelihood": likelihood.name,
+                     "n_params": network.n_params, "n_networks": len(deltas),
+                     "plot_shape": list(x_plot.shape)}
+    shift = max(values["blr_mean_shift"])
+    gap = max(abs(a - b) for a, b in zip(values["log_evidence"],
+                                         values["linearised_log_evidence"], strict=True))
+    result.metrics.update({"max_blr_mean_shift": shift, "max_evidence_gap_eq_3_19": gap,
+                           "max_gradient_norm": max(values["gradient_norm"]),
+                           "n_params": float(network.n_params)})
+    return result

@@ -1,0 +1,119 @@
+"""GGN thesis Figures 5.2-5.5 end to end at smoke scale: every experiment's jobs give complete
+records, the reports render with their anchors, and bad settings stop with one line (exit 2)
+before anything is written."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bench.harness.errors import ConfigError
+from bench.harness.jobs import execute
+from bench.reporting.render import render_report
+from bench.reporting.specs import SPECS
+from tests.helpers import REPO, compose_config
+
+POSTERIORS = ("VOGGN", "LGVA", "OGGN", "L-GGN")
+
+
+def smoke_record(experiment: str, results_dir, *overrides: str) -> dict:
+    """One ok smoke-scale record with finite cells."""
+    cfg = compose_config([f"experiment={experiment}", "scale=smoke", "seed=0", *overrides,
+                          f"results_dir={results_dir}"])
+    record = execute(cfg)
+    assert record["status"] == "ok", record["traceback"]
+    assert record["cells"] and all(math.isfinite(c["value"]) for c in record["cells"])
+    return record
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    return tmp_path_factory.mktemp("ggn-thesis")
+
+
+def test_model_selection_rows_and_report(results, tmp_path):
+    rows = [smoke_record("ggn_thesis/figure-5.2", results, f"grid.noise_variance_index={i}")
+            for i in (0, 1)]
+    for record in rows:
+        deltas = record["arrays"]["prior_precision"]
+        assert len(deltas) == 3 and record["fitted"]["n_networks"] == 3
+        assert len(record["arrays"][f"delta={deltas[0]:.3g}/glm_sd"]) == len(
+            record["arrays"]["x_plot"])
+        columns = {c["column"] for c in record["cells"]}
+        assert {"argmax_delta", "max_log_evidence", f"delta={deltas[1]:.3g}/test_ll"} <= columns
+    assert sorted(r["fitted"]["noise_variance"] for r in rows) == pytest.approx([0.01, 0.1])
+    written = render_report(SPECS["ggn_thesis/figure-5.2"], rows, tmp_path)
+    text = next(p for p in written if p.suffix == ".md").read_text()
+    assert "## Anchors" in text and "sigma^2 maximising the marginal likelihood" in text
+    assert any(p.suffix == ".png" for p in written)
+
+
+def test_two_moons_grid_repeats_bit_for_bit_and_reports(results, tmp_path):
+    record = smoke_record("ggn_thesis/figure-5.3", results)
+    again = smoke_record("ggn_thesis/figure-5.3", tmp_path / "again")
+    assert record["cells"] == again["cells"]
+    probability = record["arrays"][f"delta={record['arrays']['prior_precision'][0]:.3g}"
+                                   "/glm_probability"]
+    assert len(probability) == 12 * 12 and all(0 <= p <= 1 for p in probability)
+    written = render_report(SPECS["ggn_thesis/figure-5.3"], [record], tmp_path / "out")
+    assert "delta maximising the marginal likelihood" in next(
+        p for p in written if p.suffix == ".md").read_text()
+
+
+@pytest.mark.parametrize(("experiment", "columns"), [
+    ("ggn_thesis/figure-5.4", {"nn/test_nll", "glm/test_nll", "nn/mean_sd", "glm/mean_sd"}),
+    ("ggn_thesis/figure-5.5", {"nn/accuracy", "glm/decisiveness", "model_sd_far_over_near"}),
+])
+def test_four_posteriors_with_both_predictives(experiment, columns, results, tmp_path):
+    records = [smoke_record(experiment, results, f"posterior={row}") for row in POSTERIORS]
+    for row, record in zip(POSTERIORS, records, strict=True):
+        assert {c["row"] for c in record["cells"]} == {row}
+        assert columns <= {c["column"] for c in record["cells"]}
+        assert record["fitted"]["n_params"] == record["metrics"]["n_params"]
+    assert "trace/train_nll" in records[0]["arrays"] and "trace/train_nll" not in records[3][
+        "arrays"]
+    written = render_report(SPECS[experiment], records, tmp_path)
+    text = next(p for p in written if p.suffix == ".md").read_text()
+    assert "## Anchors" in text and "missing" not in text.split("## Anchors")[1].split("##")[0]
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("grid.prior_precision.low=-1e-4", "grid.prior_precision.low=-0.0001"),
+    ("grid.noise_variance.high=0", "grid.noise_variance.high=0"),
+    ("method.lr_schedule=linear", "method.lr_schedule='linear'"),
+])
+def test_bad_model_selection_settings_write_nothing(override, message, tmp_path):
+    cfg = compose_config(["experiment=ggn_thesis/figure-5.2", "scale=smoke", override,
+                          f"results_dir={tmp_path}"])
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        execute(cfg, [override])
+    assert not any(tmp_path.rglob("record.json"))
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("posterior=SWAG", "posterior='SWAG' is not valid; choose one of: VOGGN, LGVA, OGGN, L-GGN"),
+    ("method.variants.VOGGN.algorithm=adam", "method.algorithm='adam'"),
+    ("method.variants.LGVA.step_size=1.5", "method.step_size=1.5"),
+    ("method.variants.OGGN.step_size=0", "method.step_size=0"),
+])
+def test_bad_posterior_settings_write_nothing(override, message, tmp_path):
+    cfg = compose_config(["experiment=ggn_thesis/figure-5.4", "scale=smoke", override,
+                          f"results_dir={tmp_path}"])
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        execute(cfg, [override])
+    assert not any(tmp_path.rglob("record.json"))
+
+
+def test_cli_exits_2_with_one_line_naming_the_key(tmp_path):
+    env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "bench.run", "experiment=ggn_thesis/figure-5.4",
+                           "scale=smoke", "method.variants.VOGGN.step_size=2"], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "method.step_size=2" in lines[0]
+    assert not any(tmp_path.rglob("record.json"))

@@ -1,0 +1,87 @@
+"""GGN thesis report anchors read the optima and claims from records (synthetic records)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.reporting.compare import anchor_table
+from bench.reporting.figures.ggn_toys import best_point, grid_points
+from bench.reporting.specs.ggn_thesis import (
+    FIGURE_5_2,
+    FIGURE_5_3,
+    FIGURE_5_4,
+    grid_steps_between_optima,
+    near_optimal_end,
+)
+
+DELTAS = [10 ** (-2 + 4 * k / 18) for k in range(19)]
+
+
+def grid_record(noise, evidence, test_ll, train_ll=None, seed=0):
+    n = len(DELTAS)
+    return {"status": "ok", "seed": seed, "fitted": {"noise_variance": noise},
+            "arrays": {"prior_precision": DELTAS, "log_evidence": evidence,
+                       "test_ll": test_ll, "train_ll": train_ll or [-0.01] * n,
+                       "blr_mean_shift": [1e-3] * n,
+                       "linearised_log_evidence": [v + 0.1 for v in evidence]},
+            "cells": [], "config": {}}
+
+
+def peaked(at: int, height: float = 0.0):
+    return [height - (k - at) ** 2 for k in range(len(DELTAS))]
+
+
+def test_optima_come_from_the_best_grid_point_over_records():
+    records = [grid_record(0.01, peaked(3, -50), peaked(3, -5)),
+               grid_record(0.1, peaked(5, -10), peaked(6))]
+    points = grid_points(records)
+    assert len(points) == 2 * len(DELTAS)
+    best = best_point(points)
+    assert best.noise_variance == 0.1 and best.prior_precision == pytest.approx(DELTAS[5])
+    assert grid_steps_between_optima(10 ** (4 / 18))(records) == pytest.approx(1.0)
+    lines = anchor_table(FIGURE_5_2, records).set_index("label")
+    assert lines.loc["sigma^2 maximising the marginal likelihood", "verdict"] == "agrees"
+    assert lines.loc["delta maximising the marginal likelihood", "verdict"] == "differs"
+
+
+def test_seeds_are_averaged_and_the_near_optimal_range_read_off_the_evidence():
+    records = [grid_record(None, peaked(5), peaked(5), seed=0),
+               grid_record(None, [v - 2.0 for v in peaked(5)], peaked(5), seed=1)]
+    points = grid_points(records)
+    assert len(points) == len(DELTAS)
+    assert best_point(points).log_evidence == pytest.approx(-1.0)
+    assert near_optimal_end("low")(records) == pytest.approx(DELTAS[4])
+    assert near_optimal_end("high")(records) == pytest.approx(DELTAS[6])
+    lines = anchor_table(FIGURE_5_3, records).set_index("label")
+    assert lines.loc["delta maximising the marginal likelihood", "verdict"] == "agrees"
+    assert lines.loc["train log likelihood at the smallest delta (tends to 0)",
+                     "verdict"] == "agrees"
+    assert lines.loc["our check: median |eq. 3.18 - eq. 3.19| over the grid (nats)",
+                     "ours"] == pytest.approx(0.1)
+    assert lines.loc["test LL at the evidence optimum minus the best test LL (mean, nats)",
+                     "ours"] == pytest.approx(0.0)
+
+
+def predictive_record(row, cells):
+    return {"status": "ok", "seed": 0, "protocol": "paper", "variant": row,
+            "cells": [{"row": row, "column": c, "value": v} for c, v in cells.items()],
+            "arrays": {}, "config": {"posterior": row}}
+
+
+def test_regression_claims_are_judged_from_the_cells():
+    glm = {"glm/test_nll": 0.3, "glm/mean_sd": 0.2}
+    records = [predictive_record("VOGGN", {**glm, "nn/test_nll": 0.35, "nn/mean_sd": 0.25}),
+               predictive_record("LGVA", {**glm, "nn/test_nll": 0.6, "nn/mean_sd": 0.5}),
+               predictive_record("OGGN", {**glm, "nn/test_nll": 3.0, "nn/mean_sd": 5.0}),
+               predictive_record("L-GGN", {"glm/test_nll": 0.9, "glm/mean_sd": 0.2,
+                                           "nn/test_nll": 9.0, "nn/mean_sd": 30.0})]
+    lines = anchor_table(FIGURE_5_4, records).set_index("label")
+    verdicts = lines["verdict"].to_dict()
+    assert verdicts["GLM works for all four: share within 0.2 nats of the best GLM test NLL"] \
+        == "close"  # L-GGN's GLM NLL is 0.6 above the best: 3 of 4
+    assert lines.loc["GLM works for all four: share within 0.2 nats of the best GLM test NLL",
+                     "ours"] == pytest.approx(0.75)
+    assert verdicts["L-GGN NN sampling fails: NN / GLM mean predictive sd"] == "agrees"
+    assert verdicts["LGVA NN sampling overestimates uncertainty: NN / GLM mean predictive sd"] \
+        == "agrees"
+    assert verdicts["VOGGN NN sampling is reasonable: NN minus GLM test NLL (nats)"] == "agrees"
