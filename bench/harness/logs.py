@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -76,7 +77,8 @@ def job_log(folder: Path) -> Iterator[Path]:
     the record is written, so a log never overwrites another run's log.
     """
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f".job-{os.getpid()}.log"
+    # Per process and thread: two workers of one process on the same job must not share it.
+    path = folder / f".job-{os.getpid()}-{threading.get_ident()}.log"
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter(FILE_FORMAT))
     handler.addFilter(_harness_info_or_any_warning)

@@ -42,6 +42,12 @@ def test_implemented_comes_from_the_registry_not_from_flags():
     assert set(implemented) == set(SPECS)
     assert {entry.key for entry in CATALOG if entry.implemented} == set(implemented)
     assert all(catalog_entry(key) is not None for key in implemented)
+
+
+
+def test_an_artifact_without_a_spec_is_not_implemented(monkeypatch):
+    assert catalog_entry("laplace_redux/figure-10").implemented
+    monkeypatch.delitem(SPECS, "laplace_redux/figure-10")
     assert not catalog_entry("laplace_redux/figure-10").implemented
 
 
