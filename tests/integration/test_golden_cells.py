@@ -1,9 +1,11 @@
-"""Golden cells: every experiment's jobs reproduce the stored numbers exactly.
+"""Golden cells: every experiment's jobs reproduce the stored numbers.
 
-``tests/golden/<scale>/`` holds, per experiment, the cells, metrics and a digest of the figure
-arrays of every job at ``smoke`` scale (and at ``cpu`` scale for the cheap experiments),
+``tests/golden/<scale>/`` holds, per experiment, the cells, metrics and a fingerprint of the
+figure arrays of every job at ``smoke`` scale (and at ``cpu`` scale for the cheap experiments),
 captured before the code moved (``python -m tests.golden.capture``). Re-running each job must
-give the same numbers bit for bit, and a complete record. UCI jobs need the shared data files
+give the same numbers to a relative 1e-4 (another CPU sums in another order and differs in the
+last digits, which a thousand stochastic training steps amplify to ~1e-5; a code change moves
+numbers by more), and a complete record. UCI jobs need the shared data files
 the goldens were captured from; they are skipped on generated data. These goldens are also
 the smoke-scale end-to-end test of every experiment (complete record, written to disk).
 """
@@ -16,7 +18,7 @@ import os
 import pytest
 
 from bench.harness.records import REQUIRED_FIELDS
-from tests.golden.capture import GOLDEN_DIR, run_job
+from tests.golden.capture import GOLDEN_DIR, mismatches, run_job
 from tests.helpers import SHARED_DATA
 
 READS_DATA_FILES = ("ssla/table-3", "ssla/table-4")
@@ -44,9 +46,9 @@ def _check(experiment: str, key: str, expected: dict, tmp_path, monkeypatch) -> 
     assert record["timings"]["total_s"] > 0 and record["versions"]["torch"]
     stored = tmp_path / experiment / record["scale"] / record["config_hash"] / "record.json"
     assert json.loads(stored.read_text())["cells"] == record["cells"]
-    assert got["cells"] == expected["cells"]
-    assert got["metrics"] == expected["metrics"]
-    assert got["arrays_sha256"] == expected["arrays_sha256"]
+    problems = [m for part in ("cells", "metrics", "arrays")
+                for m in mismatches(got[part], expected[part], part)]
+    assert not problems, problems
 
 
 @pytest.mark.parametrize(("experiment", "key", "expected"), golden_jobs("smoke"),
