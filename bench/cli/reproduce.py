@@ -23,6 +23,7 @@ import time
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from bench.harness.errors import ConfigError, require_choice
 from bench.harness.jobs import apply_scale_overrides
@@ -85,11 +86,11 @@ def sweep_overrides(experiment: str, scale: str, extra: list[str]) -> list[list[
     sweep = {key: list(values) for key, values in (cfg.get("sweep") or {}).items()
              if key not in overridden}
     special = []
-    for entry in cfg.get("seeds_for") or []:
-        key, _, value = str(entry.override).partition("=")
-        if value in sweep.get(key, []):
-            sweep[key].remove(value)
-            special.append((key, value, list(entry.seeds)))
+    for key, value, own_seeds in seed_lists(cfg.get("seeds_for"), cfg.get("sweep") or {}):
+        if key in overridden:
+            continue
+        sweep[key] = [v for v in sweep[key] if _value_text(v) != value]
+        special.append((key, value, own_seeds))
     base = [f"experiment={experiment}", f"scale={scale}"]
     commands = []
     if all(sweep.values()):
@@ -98,6 +99,57 @@ def sweep_overrides(experiment: str, scale: str, extra: list[str]) -> list[list[
         commands.append(base + _sweep_items({**sweep, key: [value]}, own_seeds, overridden)
                         + extra)
     return commands
+
+
+SEEDS_FOR_ENTRY = "{override: <swept key>=<value>, seeds: [<int>, ...]}"
+
+
+def seed_lists(entries, sweep) -> list[tuple[str, str, list[int]]]:
+    """``(key, value, seeds)`` of each ``seeds_for`` entry of an experiment whose ``sweep`` is
+    given; a one-line ConfigError naming the entry and the expected shape
+    (a list of ``SEEDS_FOR_ENTRY``) when one is malformed or names a key or value the sweep
+    lacks."""
+    entries, sweep = _plain(entries), _plain(sweep)
+    if entries is None:
+        return []
+    if not isinstance(entries, list):
+        raise ConfigError(f"seeds_for={entries!r} is not valid; it must be a list of "
+                          f"{SEEDS_FOR_ENTRY}")
+    found = []
+    for index, entry in enumerate(entries):
+        where = f"seeds_for[{index}]"
+        if not isinstance(entry, dict) or set(entry) != {"override", "seeds"}:
+            keys = sorted(map(str, entry)) if isinstance(entry, dict) else None
+            got = f"keys {keys}" if keys is not None else repr(entry)
+            raise ConfigError(f"{where} is not valid ({got}); each entry must be "
+                              f"{SEEDS_FOR_ENTRY}")
+        override, seeds = entry["override"], entry["seeds"]
+        key, equals, value = str(override).partition("=")
+        if not isinstance(override, str) or not equals or not key or not value:
+            raise ConfigError(f"{where}.override={override!r} is not valid; it must read "
+                              f"<swept key>=<value>, e.g. {next(iter(sweep), 'dataset')}=...")
+        if key not in sweep:
+            raise ConfigError(f"{where}.override={override!r} is not valid; {key} is not swept "
+                              f"by this experiment; choose one of: {', '.join(sweep) or '(none)'}")
+        values = [_value_text(v) for v in sweep[key]]
+        if value not in values:
+            raise ConfigError(f"{where}.override={override!r} is not valid; the sweep of {key} "
+                              f"has no {value}; choose one of: {', '.join(values)}")
+        if (not isinstance(seeds, list) or not seeds
+                or any(isinstance(s, bool) or not isinstance(s, int) for s in seeds)):
+            raise ConfigError(f"{where}.seeds={seeds!r} is not valid; it must be a non-empty "
+                              "list of integers")
+        if any((key, value) == (k, v) for k, v, _ in found):
+            raise ConfigError(f"{where}.override={override!r} is not valid; an earlier entry of "
+                              "seeds_for already gives it its seeds")
+        found.append((key, value, list(seeds)))
+    return found
+
+
+def _plain(value):
+    if isinstance(value, DictConfig | ListConfig):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
 
 
 def _sweep_items(sweep: dict, seeds: list, overridden: set[str]) -> list[str]:

@@ -56,7 +56,8 @@ def check_overrides(overrides: list[str], conf_dir: Path = CONF_DIR) -> None:
                 if value != "null" and value not in groups[key]:
                     choices = ", ".join(groups[key])
                     raise ConfigError(f"{key}={value!r} is not valid; choose one of: {choices}")
-        first_values.append(f"{override.get_key_element()}={values[0]}")
+        first = values[0] if override.is_sweep_override() else override.get_value_element_as_str()
+        first_values.append(f"{override.get_key_element()}={first}")
     selections = [o for o, p in zip(first_values, parsed, strict=True)
                   if p.key_or_group.lstrip("+~") in groups and not o.startswith("hydra")]
     check_typed_overrides(_check_composes(selections, conf_dir), parsed, set(groups))

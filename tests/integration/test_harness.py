@@ -116,6 +116,25 @@ def test_reproduce_builds_the_multirun_of_an_experiment(capsys):
     assert "task.dtype=float32,float64" in command
 
 
+@pytest.mark.parametrize("entry, expected", [
+    ("{override:'dataset=uci_bike'}", "seeds_for[0] is not valid (keys ['override']); "
+     "each entry must be {override: <swept key>=<value>, seeds: [<int>, ...]}"),
+    ("{override:'dataset=uci_bike',seeds:[1]}",
+     "seeds_for[0].override='dataset=uci_bike' is not valid; the sweep of dataset has no "
+     "uci_bike; choose one of: uci_daily_demand, uci_real_estate"),
+])
+def test_reproduce_stops_on_a_malformed_seeds_for_entry(entry, expected, tmp_path, capsys):
+    from bench.cli.reproduce import main as reproduce_main
+
+    status = reproduce_main(["ssla/table-4", "--scale", "smoke", "--dry-run",
+                             f"results_dir={tmp_path}", f"seeds_for=[{entry}]"])
+    assert status == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0] == f"error: {expected}"
+    assert captured.out == "" and not any(tmp_path.iterdir())
+
+
 def test_slurm_launcher_config_composes():
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra

@@ -2,9 +2,13 @@
 
 ``protocol="paper"`` reproduces the SSLA authors' settings (notes §1, §10.17): sigma_noise fixed
 at 1, prior precision "tuned" by 100 Adam steps at lr 1e-3 on the negative log marginal
-likelihood from log tau = 1, GLM predictive with std ``sqrt(f_var + 1)``. ``corrected`` starts
-from the base network's fitted noise and prior, and maximises the marginal likelihood over
-both tau and sigma to convergence.
+likelihood from log tau = 1, GLM predictive with std ``sqrt(f_var + 1)``. The authors tuned
+through lightning-uq-box 0.2.0's ``tune_prior_precision_and_sigma``: each step hands the current
+tau to ``log_marginal_likelihood``, which writes it into the Laplace object, and then updates
+log tau; the value after the last update is never handed over, so the tau their LA predicts
+with reflects 99 of the 100 updates. ``paper`` keeps that value. ``corrected`` starts from the
+base network's fitted noise and prior, maximises the marginal likelihood over both tau and
+sigma to convergence, and keeps the values after every update.
 """
 
 from __future__ import annotations
@@ -61,22 +65,22 @@ class LaplaceTorchMethod:
         loader = DataLoader(TensorDataset(data.x_train.to(dtype), data.y_train.to(dtype)),
                             batch_size=self.batch_size)
         self.la.fit(loader)
-        log_prior = torch.ones(1, dtype=dtype, requires_grad=True)
-        if not paper:
+        if paper:
+            # lightning-uq-box's torch.ones(1): the default dtype, float32 in the authors' runs.
+            log_prior = torch.ones(1, dtype=torch.float32, requires_grad=True)
+        else:
             log_prior = torch.tensor([math.log(prior0)], dtype=dtype, requires_grad=True)
         log_sigma = torch.tensor([math.log(sigma0)], dtype=dtype, requires_grad=not paper)
-        params = [log_prior] if paper else [log_prior, log_sigma]
-        optimizer = torch.optim.Adam(params, lr=self.tune_lr)
-        for _ in range(self.tune_steps):
-            optimizer.zero_grad()
-            loss = -self.la.log_marginal_likelihood(log_prior.exp(), log_sigma.exp())
-            loss.backward()
-            optimizer.step()
+        tune_by_marginal_likelihood(self.la, log_prior, log_sigma,
+                                    [log_prior] if paper else [log_prior, log_sigma],
+                                    steps=self.tune_steps, lr=self.tune_lr,
+                                    keep_last_update=not paper)
         with torch.no_grad():
-            log_marglik = self.la.log_marginal_likelihood(log_prior.exp(), log_sigma.exp())
+            log_marglik = self.la.log_marginal_likelihood()
         return {"prior_precision": float(self.la.prior_precision.mean()),
                 "sigma_noise": float(self.la.sigma_noise),
-                "log_marginal_likelihood": float(log_marglik)}
+                "log_marginal_likelihood": float(log_marglik),
+                "tune_updates_kept": max(self.tune_steps - 1, 0) if paper else self.tune_steps}
 
     def predict(self, x: Tensor) -> Gaussian:
         """GLM predictive: mean f(x), variance f_var + sigma_noise^2."""
@@ -84,3 +88,28 @@ class LaplaceTorchMethod:
         mean, f_var = self.la(x.to(dtype), pred_type="glm")
         noise = float(self.la.sigma_noise) ** 2
         return Gaussian(mean.detach().reshape(-1), f_var.detach().reshape(-1) + noise)
+
+
+def tune_by_marginal_likelihood(la, log_prior: Tensor, log_sigma: Tensor, trained: list[Tensor],
+                                *, steps: int, lr: float, keep_last_update: bool) -> None:
+    """Adam on the negative log marginal likelihood of the fitted laplace-torch object ``la``.
+
+    Each of the ``steps`` steps evaluates ``la.log_marginal_likelihood(exp(log_prior),
+    exp(log_sigma))``, which writes those values into ``la``, and updates the tensors in
+    ``trained`` (a subset of ``[log_prior, log_sigma]``). After the loop ``la`` therefore holds
+    the values after ``steps - 1`` updates, as lightning-uq-box 0.2.0's
+    ``tune_prior_precision_and_sigma`` leaves it (with no steps: ``la``'s own values).
+    ``keep_last_update`` writes the values after all ``steps`` updates instead. The values
+    left in ``la`` are detached from the tuning graph."""
+    optimizer = torch.optim.Adam(trained, lr=lr)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = -la.log_marginal_likelihood(log_prior.exp(), log_sigma.exp())
+        loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        if keep_last_update:
+            la.prior_precision = log_prior.exp()
+            la.sigma_noise = log_sigma.exp()
+        la.prior_precision = la.prior_precision.detach().clone()
+        la.sigma_noise = la.sigma_noise.detach().clone()

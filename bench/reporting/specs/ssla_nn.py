@@ -41,7 +41,8 @@ TABLE_2 = ArtifactSpec(
         "comes in steps of 4 points. Other seeds are fresh datasets and initialisations.",
         "Protocol paper: the authors' code (notes §1, §6): 1-50-50-1 ReLU MLP with MSE through "
         "Lightning, ASSLA/SSLA with the mean unit-noise GGN and their KDE-bandwidth summary, "
-        "LA last-layer with sigma 1 and 100 Adam steps on tau, VI/HMC with Tanh, HMC's "
+        "LA last-layer with sigma 1 and 100 Adam steps on tau (lightning-uq-box keeps tau "
+        "after 99 of them), VI/HMC with Tanh, HMC's "
         "variance counted twice; intervals mean ± z·sd with z = 1.96/1.64/1.15/0.67.",
         "Protocol corrected: MAP network with Gaussian likelihood and fitted sigma, SSLA by a "
         "Gauss-Newton refit with prior in the curvature (the step always uses the dense GGN; "
