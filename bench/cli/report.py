@@ -2,7 +2,8 @@
 
     python -m bench.report ssla/table-7 [more ...] [--scale cpu] [--results-dir DIR] [--out reports]
     python -m bench.report --all [--scale cpu]      # every spec that has records
-    python -m bench.report --index                  # rewrite reports/README.md
+    python -m bench.report --index                  # rewrite README.md, FINDINGS.md, timing.md
+    python -m bench.report --backfill-summaries     # summaries of reports rendered before them
 
 The results folder defaults to ``$BENCH_RESULTS_DIR`` or ``./results``. Without ``--scale``
 the largest scale with records is used (paper > cpu > smoke).
@@ -16,9 +17,11 @@ from pathlib import Path
 
 from bench.harness.overrides import default_results_dir
 from bench.harness.records import RECORD_NAME, iter_records
+from bench.reporting.backfill import backfill_summaries
 from bench.reporting.catalog import catalog_entry, make_target
 from bench.reporting.data_needs import NEEDS_DATA, missing_data, render_needs_data
-from bench.reporting.index import write_index
+from bench.reporting.files import summary_path
+from bench.reporting.index import write_overview
 from bench.reporting.render import ScaleConflict, render_report
 from bench.reporting.spec import ArtifactSpec
 from bench.reporting.specs import SPECS
@@ -97,7 +100,7 @@ def report_one(spec: ArtifactSpec, results_dir: Path, out_dir: Path, scale: str 
                                 replace_scale=replace_scale)
     except ScaleConflict as err:
         raise ReportError(str(err)) from None
-    for path in written:
+    for path in [*written, summary_path(spec.paper, spec.artifact, out_dir)]:
         print(f"wrote {path}")
 
 
@@ -117,7 +120,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("artifacts", nargs="*", help="e.g. ssla/table-7 ssla/figure-2")
     parser.add_argument("--all", action="store_true", help="render every spec that has records")
-    parser.add_argument("--index", action="store_true", help="rewrite <out>/README.md")
+    parser.add_argument("--index", action="store_true",
+                        help="rewrite <out>/README.md, FINDINGS.md and timing.md")
+    parser.add_argument("--backfill-summaries", action="store_true",
+                        help="write the summary of every report that has none, from its files")
     parser.add_argument("--scale", help="smoke, cpu or paper (default: largest with records)")
     parser.add_argument("--results-dir", type=Path, default=None,
                         help="records folder (default: $BENCH_RESULTS_DIR or ./results)")
@@ -127,8 +133,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.artifacts and args.all:
         parser.error("give artifacts or --all, not both")
-    if not (args.artifacts or args.all or args.index):
-        parser.error("give an artifact, --all or --index")
+    if not (args.artifacts or args.all or args.index or args.backfill_summaries):
+        parser.error("give an artifact, --all, --index or --backfill-summaries")
     args.results_dir = args.results_dir or default_results_dir()
     return args
 
@@ -141,8 +147,12 @@ def main(argv: list[str] | None = None) -> int:
             report_one(spec, args.results_dir, args.out, args.scale, args.replace_scale)
         if args.all:
             report_all(args.results_dir, args.out, args.scale, args.replace_scale)
+        if args.backfill_summaries:
+            for path in backfill_summaries(SPECS, args.out):
+                print(f"wrote {path} (backfilled)")
         if args.index or args.all:
-            print(f"wrote {write_index(args.out)}")
+            for path in write_overview(args.out):
+                print(f"wrote {path}")
     except ReportError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
