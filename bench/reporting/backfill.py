@@ -35,8 +35,8 @@ ANCHOR_HEADINGS = ("Anchors", "Anchors (checked once records exist)",
                    "Checks waiting for records")
 NEEDS_DATA_CELLS_HEADING = "Paper cells"
 PROTOCOL_ORDER = ("paper", "corrected")
-NOT_KEPT = ("the records behind this report are not kept here (results/ is not committed) "
-            "and the report, rendered before summaries existed, does not state it")
+NOT_KEPT = ("records not kept here (results/ is not committed) and the report predates "
+            "summaries")
 
 
 def split_row(line: str) -> list[str]:

@@ -36,7 +36,9 @@ def index_markdown(out_dir: Path) -> str:
         "[FINDINGS.md](FINDINGS.md) and [timing.md](timing.md).",
         "",
     ]
-    lines += scoreboard_markdown(read_summaries(out_dir), catalog_artifacts())
+    reported = [f"{paper}/{artifact}" for paper, artifact in catalog_artifacts()
+                if report_paths(paper, artifact, out_dir)["md"].exists()]
+    lines += scoreboard_markdown(read_summaries(out_dir), catalog_artifacts(), reported)
     implemented = implemented_artifacts()
     for paper, citation in PAPERS.items():
         entries = [entry for entry in CATALOG if entry.paper == paper]

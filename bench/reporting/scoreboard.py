@@ -47,36 +47,40 @@ def claims_text(counts: dict[str, int]) -> str:
     return f"{text}; {others}" if others else text
 
 
-def scoreboard_rows(summaries: dict[str, dict[str, Any]],
-                    artifacts: Iterable[tuple[str, str]]) -> pd.DataFrame:
+def scoreboard_rows(summaries: dict[str, dict[str, Any]], artifacts: Iterable[tuple[str, str]],
+                    reported: Iterable[str] = ()) -> pd.DataFrame:
     """One line per (artifact, protocol) of the summaries, in the order of ``artifacts``
-    (``(paper, artifact)`` pairs); an artifact without a summary shows the gap."""
+    (``(paper, artifact)`` pairs); an artifact without a summary shows the gap, which says
+    whether it has a report (``reported``: ``<paper>/<artifact>`` keys) at all."""
+    reported = set(reported)
     lines = []
     for paper, artifact in artifacts:
-        summary = summaries.get(f"{paper}/{artifact}")
+        key = f"{paper}/{artifact}"
+        summary = summaries.get(key)
         if summary is None:
+            why = ("no summary: run `python -m bench.report --backfill-summaries`"
+                   if key in reported else "no report yet")
             lines.append({"paper": paper, "artifact": artifact, "protocol": GAP,
-                          "scale": f"{GAP} (no report summary)",
-                          **dict.fromkeys(VERDICTS, GAP)})
+                          "scale": f"{GAP} ({why})", **dict.fromkeys(VERDICTS, GAP)})
             continue
         link = f"[{artifact}]({paper}/{artifact}.md)"
-        source = " (backfilled)" if summary.get("source") == "backfilled" else ""
         for index, (protocol, counts) in enumerate(summary["counts"].items()):
             lines.append({
                 "paper": paper, "artifact": link if index == 0 else "↳",
                 "protocol": protocol or GAP,
-                "scale": (summary.get("scale") or f"{GAP} (no records)") + source,
+                "scale": summary.get("scale") or f"{GAP} (no records)",
                 "records": records_text(summary), "record dates": record_dates_text(summary),
                 **{verdict: str(counts.get(verdict, 0)) for verdict in VERDICTS},
                 "claims": claims_text(summary.get("anchor_counts") or {}) if index == 0 else "",
+                "summary": summary.get("source", "") if index == 0 else "",
             })
     columns = ["paper", "artifact", "protocol", "scale", "records", "record dates",
-               *VERDICTS, "claims"]
+               *VERDICTS, "claims", "summary"]
     return pd.DataFrame(lines, columns=columns).fillna("")
 
 
-def scoreboard_markdown(summaries: dict[str, dict[str, Any]],
-                        artifacts: Iterable[tuple[str, str]]) -> list[str]:
+def scoreboard_markdown(summaries: dict[str, dict[str, Any]], artifacts: Iterable[tuple[str, str]],
+                        reported: Iterable[str] = ()) -> list[str]:
     """The scoreboard section (heading, how to read it, table) as Markdown lines."""
     return [
         f"## {SCOREBOARD_HEADING}", "",
@@ -84,7 +88,7 @@ def scoreboard_markdown(summaries: dict[str, dict[str, Any]],
         "are its anchors (the paper's statements checked from the records), listed with every "
         "paper number not confirmed in [FINDINGS.md](FINDINGS.md); job times are in "
         "[timing.md](timing.md). Read from each report's `<artifact>.summary.json`; "
-        "'(backfilled)' marks a summary read once from a report rendered before summaries "
+        "'backfilled' marks a summary read once from a report rendered before summaries "
         "existed, whose record dates and job times are not available.", "",
-        markdown_table(scoreboard_rows(summaries, artifacts)), "",
+        markdown_table(scoreboard_rows(summaries, artifacts, reported)), "",
     ]

@@ -106,8 +106,8 @@ def reproduce_all_lines(found: dict[tuple[str, str], dict[str, Any]],
                         implemented: Iterable[str], scale: str = "cpu") -> list[str]:
     """The total of ``make reproduce-all SCALE=<scale>`` over the timed experiments, and the
     experiments it leaves out with the reason."""
-    timed, untimed = 0.0, []
-    n_timed = 0
+    timed, n_timed = 0.0, 0
+    untimed: dict[str, list[str]] = {}
     for experiment in dict.fromkeys(implemented):
         entry = found.get((experiment, scale))
         timings = entry["summary"].get("timings") if entry else None
@@ -115,15 +115,18 @@ def reproduce_all_lines(found: dict[tuple[str, str], dict[str, Any]],
             timed += timings["job_seconds"]
             n_timed += 1
         else:
-            untimed.append(f"- {experiment}: {_untimed_reason(found, experiment, scale)}")
-    total = len(untimed) + n_timed
+            untimed.setdefault(_untimed_reason(found, experiment, scale), []).append(experiment)
+    n_untimed = sum(len(names) for names in untimed.values())
+    total = n_untimed + n_timed
     head = (f"Sum of the job times of the {n_timed} of {total} experiments with {scale}-scale "
             f"records here: **{duration_text(timed)}** (one worker; `bench.reproduce` runs one "
             "per-seed multirun per core, so the elapsed time is shorter).")
-    if untimed:
-        head += (f" The other {len(untimed)} are not timed, so the total of `make reproduce-all "
-                 f"SCALE={scale}` is not known; it is at least this sum.")
-    return [head, "", *untimed, ""] if untimed else [head, ""]
+    if not untimed:
+        return [head, ""]
+    head += (f" The other {n_untimed} are not timed, so the total of `make reproduce-all "
+             f"SCALE={scale}` is not known; it is at least this sum. Not timed:")
+    return [head, "", *(f"- {reason}: {', '.join(names)}" for reason, names in untimed.items()),
+            ""]
 
 
 def timing_markdown(summaries: dict[str, dict[str, Any]], implemented: Iterable[str]) -> str:

@@ -115,11 +115,12 @@ def test_scoreboard_rows_from_a_backfilled_summary(committed):
     assert paper["artifact"] == "[table-7](ssla/table-7.md)" and corrected["artifact"] == "↳"
     assert (paper["agrees"], paper["differs"], paper["missing"]) == ("1", "1", "1")
     assert (corrected["close"], corrected["no paper value"]) == ("1", "1")
-    assert paper["scale"] == "cpu (backfilled)" and paper["records"] == "3 (2 ok, 1 failed)"
+    assert paper["scale"] == "cpu" and paper["records"] == "3 (2 ok, 1 failed)"
+    assert (paper["summary"], corrected["summary"]) == ("backfilled", "")
     assert paper["record dates"].startswith("— (before ") and "the report's commit" in \
         paper["record dates"]
     assert paper["claims"] == "0 of 2 agree; 1 close; 1 missing"
-    assert missing["scale"] == "— (no report summary)"
+    assert missing["scale"] == "— (no report yet)"
 
 
 def records() -> list[dict]:
@@ -179,6 +180,35 @@ def test_timing_page_sums_jobs_and_states_the_gaps(tmp_path, committed):
     assert "| ssla/table-7 | ssla/table-7 | cpu     | 3      | 1 min 40 s" in text
     assert "| ssla/table-7 | cpu     | ssla     | 2      | 1 min 20 s | 80%" in text
     assert "1 of 3 experiments with cpu-scale records here: **1 min 40 s**" in text
-    assert "- ssla/table-8: the records behind this report are not kept" in text
-    assert "- ssla/blr: no report" in text
+    assert "- records not kept here (results/ is not committed) and the report predates " \
+        "summaries: ssla/table-8" in text
+    assert "- no report: ssla/blr" in text
     assert duration_text(12.34) == "12.3 s" and duration_text(3 * 3600 + 36 * 60) == "3 h 36 min"
+
+
+def sidecar(key: str, experiment: str, cells: list[dict], anchors: list[dict]) -> dict:
+    paper, artifact = key.split("/")
+    return {"paper": paper, "artifact": artifact, "experiment": experiment, "scale": "cpu",
+            "source": "rendered", "counts": {"paper": {}}, "anchors": anchors,
+            "unconfirmed_cells": cells}
+
+
+def test_findings_list_shared_records_once_and_group_claims_waiting_for_data():
+    cell = {"protocol": "paper", "row": "LA/KFAC", "column": "cov95", "paper": "100.0",
+            "ours": 80.0, "verdict": "differs", "cause": "fixed unit noise", "unit": "%",
+            "link": "ssla/table-2.md#all-cells-protocol-paper"}
+    data = ("image data set 'cifar10' (test split) not found: put test_batch in "
+            "$BENCH_DATA_DIR/cifar10/")
+    waiting = [{"label": f"claim {i}", "paper": "1", "ours": None, "verdict": "needs data",
+                "cause": data, "link": "ssla/figure-2.md#anchors"} for i in (1, 2)]
+    summaries = {"ssla/table-2": sidecar("ssla/table-2", "ssla/table-2", [cell], []),
+                 "ssla/figure-2": sidecar("ssla/figure-2", "ssla/table-2", [cell], waiting)}
+    text = findings_markdown(summaries, [("ssla", "figure-2"), ("ssla", "table-2")])
+    lines = text.splitlines()
+    assert sum("LA/KFAC cov95: ours 80 % vs paper 100.0 %" in line for line in lines) == 1
+    assert ("- 1 paper number(s) of the same records are listed under "
+            "[ssla table-2 (cpu scale)](#ssla-table-2-cpu-scale).") in lines
+    grouped = [line for line in lines if line.startswith("- **needs data**")]
+    assert len(grouped) == 1 and "2 claim(s): claim 1; claim 2" in grouped[0]
+    assert grouped[0].endswith("Cause: image data set 'cifar10' (test split) not found")
+    assert "2 claim(s) and 1 printed number(s) listed." in text
