@@ -3,7 +3,6 @@
     python -m bench.report ssla/table-7 [more ...] [--scale cpu] [--results-dir DIR] [--out reports]
     python -m bench.report --all [--scale cpu]      # every spec that has records
     python -m bench.report --index                  # rewrite README.md, FINDINGS.md, timing.md
-    python -m bench.report --backfill-summaries     # summaries of reports rendered before them
 
 The results folder defaults to ``$BENCH_RESULTS_DIR`` or ``./results``. Without ``--scale``
 the largest scale with records is used (paper > cpu > smoke).
@@ -121,9 +120,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("artifacts", nargs="*", help="e.g. ssla/table-7 ssla/figure-2")
     parser.add_argument("--all", action="store_true", help="render every spec that has records")
     parser.add_argument("--index", action="store_true",
-                        help="rewrite <out>/README.md, FINDINGS.md and timing.md")
-    parser.add_argument("--backfill-summaries", action="store_true",
-                        help="write the summary of every report that has none, from its files")
+                        help="rewrite <out>/README.md, FINDINGS.md and timing.md (first reading "
+                             "the summary of any report that lacks a current one from its "
+                             "files)")
     parser.add_argument("--scale", help="smoke, cpu or paper (default: largest with records)")
     parser.add_argument("--results-dir", type=Path, default=None,
                         help="records folder (default: $BENCH_RESULTS_DIR or ./results)")
@@ -133,8 +132,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.artifacts and args.all:
         parser.error("give artifacts or --all, not both")
-    if not (args.artifacts or args.all or args.index or args.backfill_summaries):
-        parser.error("give an artifact, --all, --index or --backfill-summaries")
+    if not (args.artifacts or args.all or args.index):
+        parser.error("give an artifact, --all or --index")
     args.results_dir = args.results_dir or default_results_dir()
     return args
 
@@ -147,10 +146,9 @@ def main(argv: list[str] | None = None) -> int:
             report_one(spec, args.results_dir, args.out, args.scale, args.replace_scale)
         if args.all:
             report_all(args.results_dir, args.out, args.scale, args.replace_scale)
-        if args.backfill_summaries:
-            for path in backfill_summaries(SPECS, args.out):
-                print(f"wrote {path} (backfilled)")
         if args.index or args.all:
+            for path in backfill_summaries(SPECS, args.out):
+                print(f"wrote {path} (backfilled from the report's files)")
             for path in write_overview(args.out):
                 print(f"wrote {path}")
     except ReportError as err:

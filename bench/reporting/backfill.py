@@ -24,6 +24,7 @@ from bench.reporting.summary import (
     NO_PROTOCOL,
     SCHEMA_VERSION,
     anchor_entries,
+    is_current,
     report_link,
     unconfirmed_cells,
     verdict_counts,
@@ -108,16 +109,25 @@ def header_facts(text: str) -> dict[str, Any]:
     return {"scale": scale.group(1) if scale else None, "records": records}
 
 
+def _git(folder: Path, *args: str) -> str | None:
+    try:
+        return subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True,
+                              timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
 def last_commit(path: Path) -> tuple[str | None, str | None]:
     """Sha and date (YYYY-MM-DD) of the last commit that changed ``path`` (None, None outside
     git or for an uncommitted file)."""
-    try:
-        out = subprocess.run(["git", "log", "-1", "--format=%H %cs", "--", path.name],
-                             cwd=path.parent, capture_output=True, text=True, timeout=20,
-                             check=True).stdout.split()
-    except (OSError, subprocess.SubprocessError):
-        return None, None
+    out = (_git(path.parent, "log", "-1", "--format=%H %cs", "--", path.name) or "").split()
     return (out[0], out[1]) if len(out) == 2 else (None, None)
+
+
+def has_uncommitted_changes(*paths: Path) -> bool | None:
+    """Whether any of ``paths`` differs from its last commit (None outside git)."""
+    out = _git(paths[0].parent, "status", "--porcelain", "--", *(p.name for p in paths))
+    return None if out is None else bool(out.strip())
 
 
 def _protocols(cells: pd.DataFrame) -> list[str]:
@@ -153,6 +163,8 @@ def backfilled_summary(spec: ArtifactSpec, out_dir: Path) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION, "paper": spec.paper, "artifact": spec.artifact,
         "title": spec.title, "experiment": spec.experiment, "source": "backfilled",
         "backfilled_from": {"report_git_sha": sha, "report_committed": day,
+                            "uncommitted_changes": has_uncommitted_changes(paths["csv"],
+                                                                           paths["md"]),
                             "files": [paths["csv"].name, paths["md"].name]},
         "status": NEEDS_DATA if needs_data else "records", "scale": facts["scale"],
         "protocols": [] if needs_data else protocols,
@@ -167,13 +179,14 @@ def backfilled_summary(spec: ArtifactSpec, out_dir: Path) -> dict[str, Any]:
 
 
 def backfill_summaries(specs: dict[str, ArtifactSpec], out_dir: Path) -> list[Path]:
-    """Write the summary of every committed report (Markdown and CSV present) that has none;
-    returns the written paths."""
+    """Write the summary of every report (Markdown and CSV present) that has none, or whose
+    summary describes another CSV (the report was re-rendered by code that writes no
+    summary); returns the written paths."""
     written = []
     for spec in specs.values():
         paths = report_paths(spec.paper, spec.artifact, out_dir)
         target = summary_path(spec.paper, spec.artifact, out_dir)
-        if target.exists() or not (paths["md"].is_file() and paths["csv"].is_file()):
+        if is_current(target) or not (paths["md"].is_file() and paths["csv"].is_file()):
             continue
         written.append(write_summary(target, backfilled_summary(spec, out_dir)))
     return written

@@ -58,7 +58,7 @@ def scoreboard_rows(summaries: dict[str, dict[str, Any]], artifacts: Iterable[tu
         key = f"{paper}/{artifact}"
         summary = summaries.get(key)
         if summary is None:
-            why = ("no summary: run `python -m bench.report --backfill-summaries`"
+            why = ("no summary: run `python -m bench.report --index`"
                    if key in reported else "no report yet")
             lines.append({"paper": paper, "artifact": artifact, "protocol": GAP,
                           "scale": f"{GAP} ({why})", **dict.fromkeys(VERDICTS, GAP)})

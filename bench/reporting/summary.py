@@ -11,6 +11,7 @@ the reason in ``gaps``; nothing is estimated.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections import Counter
@@ -160,9 +161,32 @@ def needs_data_summary(spec: ArtifactSpec, table: pd.DataFrame, anchors: pd.Data
     }
 
 
+def report_csv(path: Path) -> Path:
+    """The CSV a summary describes: ``<artifact>.summary.json`` -> ``<artifact>.csv``."""
+    path = Path(path)
+    return path.with_name(path.name[: -len(SUMMARY_SUFFIX)] + ".csv")
+
+
+def file_digest(path: Path) -> str | None:
+    """sha256 of a file's bytes (None when it does not exist)."""
+    path = Path(path)
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
 def write_summary(path: Path, summary: dict[str, Any]) -> Path:
-    """Write one summary as indented JSON (atomically)."""
-    return write_atomically(Path(path), json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
+    """Write one summary as indented JSON (atomically), stamped with the sha256 of the CSV
+    beside it, so a report re-rendered without its summary is noticed (:func:`is_current`)."""
+    stamped = {**summary, "report_csv_sha256": file_digest(report_csv(path))}
+    return write_atomically(Path(path), json.dumps(stamped, indent=1, ensure_ascii=False) + "\n")
+
+
+def is_current(path: Path) -> bool:
+    """Whether the summary at ``path`` exists and describes the CSV now beside it."""
+    path = Path(path)
+    if not path.is_file():
+        return False
+    stamp = json.loads(path.read_text(encoding="utf-8")).get("report_csv_sha256")
+    return stamp is not None and stamp == file_digest(report_csv(path))
 
 
 def read_summaries(out_dir: Path) -> dict[str, dict[str, Any]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import subprocess
 
@@ -85,6 +86,7 @@ def test_backfilled_summary_counts_the_committed_csv(committed):
     summary = backfilled_summary(TABLE_7, committed)
     assert summary["source"] == "backfilled"
     assert summary["backfilled_from"]["report_git_sha"] == git(committed, "rev-parse", "HEAD")
+    assert summary["backfilled_from"]["uncommitted_changes"] is False
     assert summary["protocols"] == ["paper", "corrected"]
     assert summary["counts"]["paper"] == {"agrees": 1, "close": 0, "differs": 1,
                                           "no paper value": 0, "missing": 1, "failed": 0,
@@ -106,6 +108,12 @@ def test_backfilled_summary_counts_the_committed_csv(committed):
     written = backfill_summaries({"ssla/table-7": TABLE_7}, committed)
     assert written == [summary_path("ssla", "table-7", committed)]
     assert backfill_summaries({"ssla/table-7": TABLE_7}, committed) == []  # once only
+    stored = json.loads(written[0].read_text())
+    assert stored["report_csv_sha256"] == hashlib.sha256(COMMITTED_CSV.encode()).hexdigest()
+    csv = committed / "ssla" / "table-7.csv"
+    csv.write_text(COMMITTED_CSV.replace("why not", "re-rendered without a summary"))
+    assert backfill_summaries({"ssla/table-7": TABLE_7}, committed) == written  # stale: redone
+    assert json.loads(written[0].read_text())["backfilled_from"]["uncommitted_changes"] is True
 
 
 def test_scoreboard_rows_from_a_backfilled_summary(committed):
