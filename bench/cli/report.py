@@ -2,7 +2,7 @@
 
     python -m bench.report ssla/table-7 [more ...] [--scale cpu] [--results-dir DIR] [--out reports]
     python -m bench.report --all [--scale cpu]      # every spec that has records
-    python -m bench.report --index                  # rewrite reports/README.md
+    python -m bench.report --index                  # rewrite README.md, FINDINGS.md, timing.md
 
 The results folder defaults to ``$BENCH_RESULTS_DIR`` or ``./results``. Without ``--scale``
 the largest scale with records is used (paper > cpu > smoke).
@@ -16,9 +16,11 @@ from pathlib import Path
 
 from bench.harness.overrides import default_results_dir
 from bench.harness.records import RECORD_NAME, iter_records
+from bench.reporting.backfill import backfill_summaries
 from bench.reporting.catalog import catalog_entry, make_target
 from bench.reporting.data_needs import NEEDS_DATA, missing_data, render_needs_data
-from bench.reporting.index import write_index
+from bench.reporting.files import summary_path
+from bench.reporting.index import write_overview
 from bench.reporting.render import ScaleConflict, render_report
 from bench.reporting.spec import ArtifactSpec
 from bench.reporting.specs import SPECS
@@ -97,7 +99,7 @@ def report_one(spec: ArtifactSpec, results_dir: Path, out_dir: Path, scale: str 
                                 replace_scale=replace_scale)
     except ScaleConflict as err:
         raise ReportError(str(err)) from None
-    for path in written:
+    for path in [*written, summary_path(spec.paper, spec.artifact, out_dir)]:
         print(f"wrote {path}")
 
 
@@ -117,7 +119,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("artifacts", nargs="*", help="e.g. ssla/table-7 ssla/figure-2")
     parser.add_argument("--all", action="store_true", help="render every spec that has records")
-    parser.add_argument("--index", action="store_true", help="rewrite <out>/README.md")
+    parser.add_argument("--index", action="store_true",
+                        help="rewrite <out>/README.md, FINDINGS.md and timing.md (first reading "
+                             "the summary of any report that lacks a current one from its "
+                             "files)")
     parser.add_argument("--scale", help="smoke, cpu or paper (default: largest with records)")
     parser.add_argument("--results-dir", type=Path, default=None,
                         help="records folder (default: $BENCH_RESULTS_DIR or ./results)")
@@ -142,7 +147,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.all:
             report_all(args.results_dir, args.out, args.scale, args.replace_scale)
         if args.index or args.all:
-            print(f"wrote {write_index(args.out)}")
+            for path in backfill_summaries(SPECS, args.out):
+                print(f"wrote {path} (backfilled from the report's files)")
+            for path in write_overview(args.out):
+                print(f"wrote {path}")
     except ReportError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

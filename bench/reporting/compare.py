@@ -10,6 +10,7 @@ import pandas as pd
 
 from bench.reporting.aggregate import aggregate_cells, cells_frame, unattributed_failures
 from bench.reporting.catalog import make_target
+from bench.reporting.intervals import Range, cell_ranges, clip_interval, range_text
 from bench.reporting.spec import ArtifactSpec
 from bench.reporting.targets import PaperValue, paper_values
 from bench.reporting.verdicts import FAILED, MISSING, NEEDS_DATA, Verdict, judge
@@ -17,7 +18,7 @@ from bench.reporting.verdicts import FAILED, MISSING, NEEDS_DATA, Verdict, judge
 COMPARISON_COLUMNS = (
     "artifact", "row", "column", "paper", "ours", "ci_low", "ci_high", "n_seeds", "scale",
     "protocol", "verdict", "ours_paper_seed", "paper_stderr", "n_failed", "seeds", "cause",
-    "unit", "n_superseded", "stderr",
+    "unit", "n_superseded", "stderr", "value_range",
 )
 PROTOCOL_ORDER = ("paper", "corrected")
 ANCHOR_COLUMNS = ("label", "paper", "ours", "verdict", "cause")
@@ -69,7 +70,7 @@ def _gap_verdict(spec: ArtifactSpec, key: tuple[str, str], summary: dict | None,
 
 def _cell_line(spec: ArtifactSpec, protocol: str, key: tuple[str, str],
                paper: PaperValue | None, summary: dict | None,
-               unattributed: list[str]) -> dict[str, Any]:
+               unattributed: list[str], bounds: Range | None = None) -> dict[str, Any]:
     row, column = key
     rule = spec.rule_for(protocol, row, column)
     cause = spec.cause_for(protocol, row, column)
@@ -77,6 +78,8 @@ def _cell_line(spec: ArtifactSpec, protocol: str, key: tuple[str, str],
     stats = summary or {"ours_paper_seed": nan, "mean": nan, "sd": nan, "ci_low": nan,
                         "ci_high": nan,
                         "n_seeds": 0, "n_failed": 0, "seeds": "", "error": "", "n_superseded": 0}
+    stats = {**stats}
+    stats["ci_low"], stats["ci_high"] = clip_interval(stats["ci_low"], stats["ci_high"], bounds)
     if stats["n_seeds"] == 0:
         verdict = _gap_verdict(spec, key, summary, unattributed)
     else:
@@ -105,7 +108,26 @@ def _cell_line(spec: ArtifactSpec, protocol: str, key: tuple[str, str],
         "unit": paper.unit if paper else "", "n_superseded": stats["n_superseded"],
         "stderr": (stats["sd"] / math.sqrt(stats["n_seeds"]) if stats["n_seeds"] > 1
                    else nan),
+        "value_range": range_text(bounds),
     }
+
+
+def _ranges(spec: ArtifactSpec, keys_of: dict[str, list[tuple[str, str]]],
+            targets: dict[tuple[str, str], PaperValue],
+            summaries: dict[tuple[str, str, str], dict],
+            ) -> dict[tuple[str, str, str], Range | None]:
+    """Each cell's range (:func:`bench.reporting.intervals.cell_ranges`) from its values and the
+    paper's units."""
+    units = {key: value.unit for key, value in targets.items() if value.unit}
+    units.update({("*", column): value.unit for (_, column), value in targets.items()
+                  if value.unit})
+    values = {}
+    for protocol, keys in keys_of.items():
+        for key in keys:
+            summary = summaries.get((protocol, *key)) or {}
+            values[(protocol, *key)] = [summary.get("mean", math.nan),
+                                        summary.get("ours_paper_seed", math.nan)]
+    return cell_ranges(spec, values, units)
 
 
 def comparison_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.DataFrame:
@@ -126,15 +148,18 @@ def comparison_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.Da
         key: value for key, value in paper_values(spec.paper, spec.target_artifacts).items()
         if not spec.is_ignored(*key)
     }
-    lines = []
+    keys_of = {}
     for protocol in ordered_protocols(records):
         produced = [(row, col) for (p, row, col) in summaries if p == protocol]
         extra = [key for key in produced if key not in targets]
-        keys = [*targets, *(extra if spec.extra_cells else [])]
-        for key in _ordered_keys(spec, keys):
+        keys_of[protocol] = _ordered_keys(spec, [*targets, *(extra if spec.extra_cells else [])])
+    ranges = _ranges(spec, keys_of, targets, summaries)
+    lines = []
+    for protocol, keys in keys_of.items():
+        for key in keys:
             lines.append(_cell_line(spec, protocol, key, targets.get(key),
                                     summaries.get((protocol, *key)),
-                                    unattributed.get(protocol, [])))
+                                    unattributed.get(protocol, []), ranges[(protocol, *key)]))
     table = pd.DataFrame(lines, columns=[c for c in COMPARISON_COLUMNS if c != "scale"])
     table.insert(COMPARISON_COLUMNS.index("scale"), "scale", scales_of(records))
     return table

@@ -11,12 +11,15 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.reporting.files import report_paths, summary_path, write_atomically
 from bench.reporting.formatting import markdown_table
-from bench.reporting.render import report_paths, write_atomically
 from bench.reporting.spec import SHOWN_ROOT, ArtifactSpec
+from bench.reporting.summary import needs_data_summary, write_summary
 from bench.reporting.targets import paper_values
 from bench.reporting.verdicts import NEEDS_DATA
 
+CELLS_HEADING = "Paper cells"
+ANCHORS_HEADING = "Anchors (checked once records exist)"
 __all__ = ["NEEDS_DATA", "SHOWN_ROOT", "anchors_table", "missing_cell_data", "missing_data",
            "needs_data_table", "render_needs_data"]
 
@@ -67,7 +70,8 @@ def anchors_table(spec: ArtifactSpec) -> pd.DataFrame:
 
 def render_needs_data(spec: ArtifactSpec, missing: list[str], out_dir: Path) -> list[Path]:
     """Write ``<artifact>.md`` and ``.csv`` saying which files the artifact waits for (and,
-    with the paper's cells, the claims its anchors will check)."""
+    with the paper's cells, the claims its anchors will check), and its summary sidecar;
+    returns the paths of the two report files."""
     paths = report_paths(spec.paper, spec.artifact, out_dir)
     table = needs_data_table(spec)
     target = f"make reproduce-{spec.paper}-{spec.artifact} SCALE=paper"
@@ -79,13 +83,17 @@ def render_needs_data(spec: ArtifactSpec, missing: list[str], out_dir: Path) -> 
              "Slurm GPU launcher are in conf/; see README) and this report is rendered from its "
              "records.", ""]
     if len(table):
-        lines += ["## Paper cells", "", markdown_table(table), ""]
+        lines += [f"## {CELLS_HEADING}", "", markdown_table(table), ""]
     else:
         lines += ["_The paper prints no numbers for this artifact (figure only)._", ""]
+    anchors = anchors_table(spec)
     if spec.anchors:
-        lines += ["## Anchors (checked once records exist)", "",
-                  markdown_table(anchors_table(spec)), ""]
+        lines += [f"## {ANCHORS_HEADING}", "", markdown_table(anchors), ""]
     if spec.notes:
         lines += ["## Notes", ""] + [f"- {note}" for note in spec.notes] + [""]
-    return [write_atomically(paths["csv"], table.to_csv(index=False)),
-            write_atomically(paths["md"], "\n".join(lines))]
+    written = [write_atomically(paths["csv"], table.to_csv(index=False)),
+               write_atomically(paths["md"], "\n".join(lines))]
+    summary = needs_data_summary(spec, table, anchors.rename(columns={"anchor": "label"}),
+                                 expected, (CELLS_HEADING, ANCHORS_HEADING))
+    write_summary(summary_path(spec.paper, spec.artifact, out_dir), summary)
+    return written

@@ -9,16 +9,25 @@ import pandas as pd
 GAP = "—"
 
 
-def format_number(value: float | None) -> str:
-    """Scientific for |x| < 1e-3 or > 1e5 (``9.410e-06``), else 6 significant digits.
+LARGEST_EXACT_INTEGER = 2.0 ** 53
 
-    Zero is ``0``; None and NaN are ``—``.
+
+def integer_text(value: float) -> str | None:
+    """``"84"`` for an integer-valued float (a count, a coverage of 25 points), else None."""
+    if math.isfinite(value) and value.is_integer() and abs(value) <= LARGEST_EXACT_INTEGER:
+        return str(int(value))
+    return None
+
+
+def format_number(value: float | None) -> str:
+    """Integer-valued numbers as integers (``84``); otherwise scientific for |x| < 1e-3 or
+    > 1e5 (``9.410e-06``), else 6 significant digits. None and NaN are ``—``.
     """
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return GAP
     value = float(value)
-    if value == 0.0:
-        return "0"
+    if integer_text(value) is not None:
+        return integer_text(value)
     if not math.isfinite(value):
         return str(value)
     magnitude = abs(value)
@@ -26,6 +35,15 @@ def format_number(value: float | None) -> str:
         return f"{value:.3e}"
     decimals = max(0, 5 - math.floor(math.log10(magnitude)))
     return f"{value:.{decimals}f}"
+
+
+def format_compact(value: float | None) -> str:
+    """Four significant digits for the compact tables (``95.33``, ``1.235e-05``); integers as
+    integers; None and NaN are ``—``."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return GAP
+    value = float(value)
+    return integer_text(value) or f"{value:.4g}"
 
 
 def format_mean_ci(mean: float, low: float, high: float) -> str:

@@ -1,4 +1,5 @@
-"""``reports/README.md``: every artifact of the five papers, its make target and its status."""
+"""``reports/README.md``: the scoreboard, then every artifact of the five papers, its make target
+and its status; :func:`write_overview` also rewrites ``FINDINGS.md`` and ``timing.md``."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ from pathlib import Path
 import pandas as pd
 
 from bench.reporting.catalog import CATALOG, PAPERS, CatalogEntry
+from bench.reporting.files import report_paths, write_atomically
+from bench.reporting.findings import write_findings
 from bench.reporting.formatting import markdown_table
 from bench.reporting.registry import implemented_artifacts
-from bench.reporting.render import report_paths, write_atomically
+from bench.reporting.scoreboard import scoreboard_markdown
+from bench.reporting.summary import read_summaries
+from bench.reporting.timing_page import write_timing
 
 
 def artifact_status(entry: CatalogEntry, out_dir: Path, implemented: bool) -> str:
@@ -27,9 +32,13 @@ def index_markdown(out_dir: Path) -> str:
         "",
         "Every artifact of the five papers. `make <target>` runs an artifact's experiments and "
         "renders its report; `python -m bench.report --all` re-renders every report from "
-        "existing records and `python -m bench.report --index` rewrites this page.",
+        "existing records and `python -m bench.report --index` rewrites this page, "
+        "[FINDINGS.md](FINDINGS.md) and [timing.md](timing.md).",
         "",
     ]
+    reported = [f"{paper}/{artifact}" for paper, artifact in catalog_artifacts()
+                if report_paths(paper, artifact, out_dir)["md"].exists()]
+    lines += scoreboard_markdown(read_summaries(out_dir), catalog_artifacts(), reported)
     implemented = implemented_artifacts()
     for paper, citation in PAPERS.items():
         entries = [entry for entry in CATALOG if entry.paper == paper]
@@ -45,6 +54,21 @@ def index_markdown(out_dir: Path) -> str:
     return "\n".join(lines)
 
 
+def catalog_artifacts() -> list[tuple[str, str]]:
+    """``(paper, artifact)`` of every catalog entry, papers in catalog order."""
+    return [(entry.paper, entry.artifact) for paper in PAPERS
+            for entry in CATALOG if entry.paper == paper]
+
+
 def write_index(out_dir: Path) -> Path:
-    """Rewrite ``<out_dir>/README.md`` from the catalog; returns its path."""
+    """Rewrite ``<out_dir>/README.md`` from the catalog and the summaries; returns its path."""
     return write_atomically(Path(out_dir) / "README.md", index_markdown(out_dir))
+
+
+def write_overview(out_dir: Path) -> list[Path]:
+    """Rewrite ``README.md`` (scoreboard and index), ``FINDINGS.md`` and ``timing.md`` from the
+    reports' summaries; returns their paths."""
+    summaries = read_summaries(out_dir)
+    experiments = [spec.experiment for spec in implemented_artifacts().values()]
+    return [write_index(out_dir), write_findings(out_dir, summaries, catalog_artifacts()),
+            write_timing(out_dir, summaries, experiments)]

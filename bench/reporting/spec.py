@@ -9,7 +9,7 @@ patterns match a cell, the most specific one wins (exact names beat globs beat `
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -100,6 +100,9 @@ class ArtifactSpec:
             CSV always holds every cell (a figure's full curves stay in the CSV).
         spread: what the table shows beside our mean: ``ci95`` (Student-t 95% interval) or
             ``stderr`` (standard error over seeds, sd / sqrt(k), as papers print their ±).
+        value_ranges: ``(low, high)`` ranges keyed by cell pattern, or None for "unbounded";
+            a cell's 95% CI is cut at its range (:mod:`bench.reporting.intervals`, which
+            otherwise recognises coverages, accuracies and other proportions by name).
     """
 
     paper: str
@@ -122,6 +125,7 @@ class ArtifactSpec:
     needs_data: tuple[DataNeed, ...] = ()
     spread: str = "ci95"
     table_cells: tuple[CellPattern, ...] = ()
+    value_ranges: Mapping[CellPattern, tuple[float, float] | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.spread not in SPREADS:
@@ -193,11 +197,18 @@ def _specificity(pattern: CellPattern) -> int:
     return sum(score(part) for part in _full(pattern))
 
 
+def matching_pattern(patterns: Iterable[CellPattern], protocol: str, row: str,
+                     column: str) -> CellPattern | None:
+    """The most specific of ``patterns`` matching the cell (first one on ties), else None."""
+    best, best_score = None, -1
+    for pattern in patterns:
+        if _matches(pattern, protocol, row, column) and _specificity(pattern) > best_score:
+            best, best_score = pattern, _specificity(pattern)
+    return best
+
+
 def most_specific(mapping: Mapping[CellPattern, Any], protocol: str, row: str, column: str,
                   default: Any) -> Any:
     """Value of the most specific pattern matching the cell (first one on ties), else default."""
-    best, best_score = default, -1
-    for pattern, value in mapping.items():
-        if _matches(pattern, protocol, row, column) and _specificity(pattern) > best_score:
-            best, best_score = value, _specificity(pattern)
-    return best
+    pattern = matching_pattern(mapping, protocol, row, column)
+    return default if pattern is None else mapping[pattern]

@@ -91,7 +91,7 @@ def test_table_3_shows_mean_and_standard_error_over_seeds():
     assert line["verdict"] == "close"
     shown = display_frame(TABLE_3, pd.DataFrame([line]))
     assert shown["ours mean ± SE"].iloc[0] == format_mean_stderr(62.0, stderr) \
-        == "62.0000 ± 0.288675"
+        == "62 ± 0.288675"  # an integer value prints as an integer
     index = table.index[(table["row"] == "LA") & (table["column"] == "conf_fmnist")][0]
     # 58.8 now inside our 95% CI, but the CI is not used: mean 60.83 is 2.03 away: close.
     records[0]["cells"][0]["value"] = 58.0

@@ -158,7 +158,8 @@ def test_render_writes_md_csv_tex(records: list[dict], tmp_path: Path) -> None:
     assert "Seeds: 0, 1, 2, 3, 42" in md
     assert "Records: 6 (4 ok, 2 failed)" in md
     assert "torch: 2.14.1" in md
-    assert "## Protocol: paper" in md and "## Protocol: corrected" in md
+    assert "## All cells (protocol paper)" in md and "## All cells (protocol corrected)" in md
+    assert "## Compact table (protocol paper)" in md
     assert "| N(0,10^6) | SSLA     | -0.0259 | —" in md
     tex = (out / "ssla" / "table-7.tex").read_text()
     assert r"\toprule" in tex and r"N(0,10\textasciicircum 6)" in tex

@@ -1,0 +1,98 @@
+"""Confidence intervals that respect a value's range: coverages, accuracies and other proportions.
+
+The report's 95% CI is the Student-t interval over seeds (:func:`bench.reporting.aggregate.
+mean_and_ci`). For a proportion it can leave the range ("95.33 [89.15, 101.51]"), so it is cut
+at the range: ``[max(low, a), min(high, b)]`` for a cell in ``[a, b]``. The cut interval has the
+coverage of the t-interval (the true mean lies in ``[a, b]``, so it is in the cut interval exactly
+when it is in the uncut one), and a paper value inside the range is inside the cut interval
+exactly when it is inside the uncut one, so verdicts that use the CI do not change. A Wilson
+interval on the pooled count would need the number of points behind each seed's value, which
+the records do not hold, and it would leave out the seed-to-seed variation the t-interval keeps.
+
+Which cells are proportions: an ``ArtifactSpec.value_ranges`` pattern when one matches, else a
+cell whose measure (the last ``/`` part of its column, without an ``@...`` suffix) is named like
+a proportion (``cov95``, ``accuracy``, ``conf_fmnist``, ``auroc_kmnist``, ``ece``, ``frac_*``);
+its range is ``[0, 100]`` with the unit ``%`` and ``[0, 1]`` with ``fraction`` (the cell's
+paper unit, else its column's in the targets file), else ``[0, 1]`` when every proportion-named
+value of the table lies in ``[0, 1]`` and ``[0, 100]`` when they lie in ``[0, 100]``. A unit
+alone never makes a cell a proportion (``prediction_runtime_overhead`` is printed in %).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+
+from bench.reporting.spec import ArtifactSpec, matching_pattern
+
+Range = tuple[float, float]
+PERCENT: Range = (0.0, 100.0)
+FRACTION: Range = (0.0, 1.0)
+UNIT_RANGES: dict[str, Range] = {"%": PERCENT, "fraction": FRACTION}
+PROPORTION_MEASURE = re.compile(
+    r"(cov\d+|coverage|(test_|train_)?acc(uracy)?|conf(idence)?|(ood_)?auroc|[em]ce|frac)"
+    r"(_\w+)?"
+)
+CI_RULE = ("95% CI: Student-t over seeds, cut at the range for proportions (same coverage, "
+           "same verdicts)")
+
+
+def measure_name(column: str) -> str:
+    """The measure a column holds: ``"misspecified/ood/w2@k=1"`` -> ``"w2"``."""
+    return str(column).split("/")[-1].split("@")[0]
+
+
+def is_proportion(column: str) -> bool:
+    """Whether the column's measure is named like a proportion (coverage, accuracy, ...)."""
+    return PROPORTION_MEASURE.fullmatch(measure_name(column)) is not None
+
+
+def inferred_range(values: Iterable[float]) -> Range | None:
+    """``[0, 1]`` when every finite value lies in it, else ``[0, 100]`` when they all lie in
+    that, else None (no range can be told)."""
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return None
+    for bounds in (FRACTION, PERCENT):
+        if all(bounds[0] <= v <= bounds[1] for v in finite):
+            return bounds
+    return None
+
+
+def cell_ranges(spec: ArtifactSpec, cells: Mapping[tuple[str, str, str], Iterable[float]],
+                units: Mapping[tuple[str, str], str]) -> dict[tuple[str, str, str], Range | None]:
+    """The range of every ``(protocol, row, column)`` of ``cells`` (None: unbounded).
+
+    ``cells`` maps each cell to its values (e.g. the mean and the paper seed's value); ``units``
+    maps ``(row, column)`` to the paper's unit, and ``("*", column)`` to a unit of the column.
+    """
+    inferred = inferred_range(v for key, values in cells.items() if is_proportion(key[2])
+                              for v in values)
+    ranges: dict[tuple[str, str, str], Range | None] = {}
+    for protocol, row, column in cells:
+        pattern = matching_pattern(spec.value_ranges, protocol, row, column)
+        if pattern is not None:
+            ranges[(protocol, row, column)] = spec.value_ranges[pattern]
+        elif is_proportion(column):
+            unit = units.get((row, column)) or units.get(("*", column), "")
+            ranges[(protocol, row, column)] = UNIT_RANGES.get(unit, inferred)
+        else:
+            ranges[(protocol, row, column)] = None
+    return ranges
+
+
+def clip_interval(low: float, high: float, bounds: Range | None) -> tuple[float, float]:
+    """``[low, high]`` cut at ``bounds`` (NaN bounds stay NaN; None leaves it as it is)."""
+    if bounds is None:
+        return low, high
+    if math.isfinite(low):
+        low = min(max(low, bounds[0]), bounds[1])
+    if math.isfinite(high):
+        high = max(min(high, bounds[1]), bounds[0])
+    return low, high
+
+
+def range_text(bounds: Range | None) -> str:
+    """``"[0, 100]"`` for a range, ``""`` for none."""
+    return "" if bounds is None else f"[{bounds[0]:g}, {bounds[1]:g}]"

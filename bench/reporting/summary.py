@@ -1,0 +1,214 @@
+"""The machine-readable summary beside each report: ``<artifact>.summary.json``.
+
+It holds the verdict counts per protocol, every anchor (the paper's claims), the paper numbers
+the report does not confirm, the scale, the records' dates and git shas, and the job times per
+method. The scoreboard (``reports/README.md``), ``reports/FINDINGS.md`` and
+``reports/timing.md`` read only these files, so they cover every committed report, including
+those rendered before the summaries existed (backfilled once from their CSV and Markdown by
+:mod:`bench.reporting.backfill`, which says so in the file). Unknown values are ``null`` with
+the reason in ``gaps``; nothing is estimated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bench.reporting.compare import ordered_protocols, scales_of
+from bench.reporting.files import SUMMARY_SUFFIX, write_atomically
+from bench.reporting.markdown import ANCHORS_HEADING, cells_heading, heading_slug
+from bench.reporting.spec import ArtifactSpec
+from bench.reporting.verdicts import (
+    CLOSE,
+    DIFFERS,
+    FAILED,
+    MISSING,
+    NEEDS_DATA,
+    VERDICTS,
+)
+
+SCHEMA_VERSION = 1
+UNCONFIRMED = (DIFFERS, FAILED, MISSING, NEEDS_DATA, CLOSE)
+NO_PROTOCOL = ""
+
+
+def finite_or_none(value: Any) -> float | None:
+    """A finite float, else None (JSON has no NaN)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def verdict_counts(verdicts: Any) -> dict[str, int]:
+    """Count of every verdict of :data:`VERDICTS` (zeros included, in that order)."""
+    counts = Counter(str(v) for v in verdicts)
+    return {verdict: int(counts.get(verdict, 0)) for verdict in VERDICTS}
+
+
+def report_link(paper: str, artifact: str, heading: str) -> str:
+    """Link from ``reports/`` to a section of a report: ``ssla/table-2.md#anchors``."""
+    return f"{paper}/{artifact}.md#{heading_slug(heading)}"
+
+
+def judged_value(line: dict[str, Any]) -> float | None:
+    """The value a verdict judged: the paper seed's when there is one, else the mean."""
+    at_seed = finite_or_none(line.get("ours_paper_seed"))
+    return at_seed if at_seed is not None else finite_or_none(line.get("ours"))
+
+
+def unconfirmed_cells(table: pd.DataFrame, link_of: Any) -> list[dict[str, Any]]:
+    """Cells with a paper value whose verdict is not ``agrees``; ``link_of(protocol)`` gives
+    the link of their table."""
+    cells = []
+    for line in table.to_dict("records"):
+        paper = str(line.get("paper") or "")
+        if not paper or paper == "—" or line["verdict"] not in UNCONFIRMED:
+            continue
+        protocol = str(line.get("protocol") or NO_PROTOCOL)
+        cells.append({"protocol": protocol, "row": str(line["row"]),
+                      "column": str(line["column"]), "paper": paper,
+                      "ours": judged_value(line), "verdict": line["verdict"],
+                      "cause": str(line.get("cause") or ""), "unit": str(line.get("unit") or ""),
+                      "link": link_of(protocol)})
+    return cells
+
+
+def anchor_entries(anchors: pd.DataFrame, link: str) -> list[dict[str, Any]]:
+    """Every anchor as a plain dict: label, paper, ours, verdict, cause, link."""
+    return [{"label": str(line["label"]), "paper": str(line["paper"]),
+             "ours": finite_or_none(line.get("ours")), "verdict": str(line["verdict"]),
+             "cause": str(line.get("cause") or ""), "link": link}
+            for line in anchors.to_dict("records")]
+
+
+def record_facts(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counts, dates and git shas of the records a report was rendered from."""
+    ok = sum(r.get("status") == "ok" for r in records)
+    started = sorted(str(r["started_at"]) for r in records if r.get("started_at"))
+    finished = sorted(str(r["finished_at"]) for r in records if r.get("finished_at"))
+    return {"total": len(records), "ok": ok, "failed": len(records) - ok,
+            "first_started": started[0] if started else None,
+            "last_finished": finished[-1] if finished else None,
+            "git_shas": sorted({str(r.get("git_sha", ""))[:12] for r in records} - {""}),
+            "uncommitted_changes": any(bool(r.get("git_dirty")) for r in records)}
+
+
+def job_times(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Wall time of the jobs (each record's ``timings.total_s``), in all and per method."""
+    per_method: dict[str, list[float]] = {}
+    untimed = 0
+    for record in records:
+        seconds = finite_or_none((record.get("timings") or {}).get("total_s"))
+        if seconds is None:
+            untimed += 1
+            continue
+        per_method.setdefault(str(record.get("method") or "?"), []).append(seconds)
+    methods = [{"method": method, "jobs": len(times), "job_seconds": round(sum(times), 3)}
+               for method, times in per_method.items()]
+    methods.sort(key=lambda entry: -entry["job_seconds"])
+    return {"jobs": len(records), "jobs_untimed": untimed,
+            "job_seconds": round(sum(entry["job_seconds"] for entry in methods), 3),
+            "methods": methods}
+
+
+def _base(spec: ArtifactSpec, source: str) -> dict[str, Any]:
+    return {"schema_version": SCHEMA_VERSION, "paper": spec.paper, "artifact": spec.artifact,
+            "title": spec.title, "experiment": spec.experiment, "source": source}
+
+
+def rendered_summary(spec: ArtifactSpec, table: pd.DataFrame, anchors: pd.DataFrame,
+                     records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The summary of a report rendered from ``records``."""
+    protocols = ordered_protocols(records)
+    counts = {p: verdict_counts(table.loc[table["protocol"] == p, "verdict"]) for p in protocols}
+    return {
+        **_base(spec, "rendered"), "status": "records", "scale": scales_of(records),
+        "protocols": protocols, "counts": counts,
+        "anchor_counts": verdict_counts(anchors["verdict"]),
+        "anchors": anchor_entries(anchors, report_link(spec.paper, spec.artifact,
+                                                       ANCHORS_HEADING)),
+        "unconfirmed_cells": unconfirmed_cells(
+            table, lambda p: report_link(spec.paper, spec.artifact, cells_heading(p))),
+        "records": record_facts(records), "timings": job_times(records), "gaps": {},
+    }
+
+
+def needs_data_summary(spec: ArtifactSpec, table: pd.DataFrame, anchors: pd.DataFrame,
+                       missing: list[str], headings: tuple[str, str]) -> dict[str, Any]:
+    """The summary of a "needs data" report: every paper cell and anchor waits for records;
+    ``missing`` names the files; ``headings`` are the report's cell and anchor headings."""
+    cause = "; ".join(missing)
+    cells = table.assign(protocol=NO_PROTOCOL, cause=cause)
+    anchors = anchors.assign(cause=cause, ours=math.nan)
+    reason = "no records: the data are not on this machine"
+    return {
+        **_base(spec, "rendered"), "status": NEEDS_DATA, "scale": None, "protocols": [],
+        "counts": {NO_PROTOCOL: verdict_counts(cells["verdict"])},
+        "anchor_counts": verdict_counts(anchors["verdict"]),
+        "anchors": anchor_entries(anchors, report_link(spec.paper, spec.artifact,
+                                                       headings[1])),
+        "unconfirmed_cells": unconfirmed_cells(
+            cells, lambda _: report_link(spec.paper, spec.artifact, headings[0])),
+        "records": None, "timings": None, "gaps": {"records": reason, "timings": reason},
+    }
+
+
+def report_csv(path: Path) -> Path:
+    """The CSV a summary describes: ``<artifact>.summary.json`` -> ``<artifact>.csv``."""
+    path = Path(path)
+    return path.with_name(path.name[: -len(SUMMARY_SUFFIX)] + ".csv")
+
+
+def file_digest(path: Path) -> str | None:
+    """sha256 of a file's bytes (None when it does not exist)."""
+    path = Path(path)
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
+def write_summary(path: Path, summary: dict[str, Any]) -> Path:
+    """Write one summary as indented JSON (atomically), stamped with the sha256 of the CSV
+    beside it, so a report re-rendered without its summary is noticed (:func:`is_current`)."""
+    stamped = {**summary, "report_csv_sha256": file_digest(report_csv(path))}
+    return write_atomically(Path(path), json.dumps(stamped, indent=1, ensure_ascii=False) + "\n")
+
+
+def is_current(path: Path) -> bool:
+    """Whether the summary at ``path`` exists and describes the CSV now beside it."""
+    path = Path(path)
+    if not path.is_file():
+        return False
+    stamp = json.loads(path.read_text(encoding="utf-8")).get("report_csv_sha256")
+    return stamp is not None and stamp == file_digest(report_csv(path))
+
+
+def read_summaries(out_dir: Path) -> dict[str, dict[str, Any]]:
+    """Every ``<paper>/<artifact>.summary.json`` under ``out_dir``, keyed by
+    ``<paper>/<artifact>``."""
+    found = {}
+    for path in sorted(Path(out_dir).glob(f"*/*{SUMMARY_SUFFIX}")):
+        summary = json.loads(path.read_text(encoding="utf-8"))
+        found[f"{summary['paper']}/{summary['artifact']}"] = summary
+    return found
+
+
+def total_counts(summary: dict[str, Any], protocol: str | None = None) -> dict[str, int]:
+    """Verdict counts of a summary's cells (one protocol, or all) plus, for the first protocol
+    or all, its anchors."""
+    protocols = list(summary.get("counts", {}))
+    chosen = protocols if protocol is None else [protocol]
+    totals = Counter()
+    for name in chosen:
+        totals.update(summary["counts"].get(name, {}))
+    if protocol is None or (protocols and protocol == protocols[0]):
+        totals.update(summary.get("anchor_counts") or {})
+    return {verdict: int(totals.get(verdict, 0)) for verdict in VERDICTS}
+
+

@@ -1,0 +1,150 @@
+"""``reports/timing.md``: wall time per artifact and per method at each scale, from the records.
+
+Each record's ``timings.total_s`` is its job's wall time (including the training of the networks
+it was the first to need); the reports' summaries add them up per experiment and per method. An
+experiment read by several reports (SSLA Table 2 and Figure 2) counts once. Reports whose
+records are not kept here, or that wait for data, are listed as gaps with the reason; the total
+of ``make reproduce-all`` is the sum over the timed experiments and says how many are not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from bench.reporting.files import write_atomically
+from bench.reporting.formatting import GAP, markdown_table
+
+TIMING_NAME = "timing.md"
+
+
+def duration_text(seconds: float | None) -> str:
+    """``"12.3 s"``, ``"14 min 05 s"``, ``"3 h 36 min"``; ``—`` for None."""
+    if seconds is None:
+        return GAP
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def experiments(summaries: dict[str, dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Per (experiment, scale): the timings of the first summary that has them (else the first
+    summary), and the reports reading that experiment."""
+    found: dict[tuple[str, str], dict[str, Any]] = {}
+    for key, summary in summaries.items():
+        ident = (summary.get("experiment") or key, summary.get("scale") or "")
+        entry = found.setdefault(ident, {"summary": summary, "reports": []})
+        entry["reports"].append(key)
+        if entry["summary"].get("timings") is None and summary.get("timings") is not None:
+            entry["summary"] = summary
+    return found
+
+
+def gap_reason(summary: dict[str, Any]) -> str:
+    """Why a summary has no job times."""
+    gaps = summary.get("gaps") or {}
+    return gaps.get("timings") or "no timings in the summary"
+
+
+def artifact_rows(found: dict[tuple[str, str], dict[str, Any]]) -> pd.DataFrame:
+    """One line per (experiment, scale): jobs, summed job time, first start to last finish."""
+    lines = []
+    for (experiment, scale), entry in found.items():
+        summary, timings = entry["summary"], entry["summary"].get("timings")
+        records = summary.get("records") or {}
+        span = (f"{records.get('first_started', '')[:16]} → {records.get('last_finished', '')[:16]}"
+                if timings and records.get("first_started") else GAP)
+        lines.append({
+            "experiment": experiment, "reports": ", ".join(entry["reports"]),
+            "scale": scale or GAP, "jobs": str(timings["jobs"]) if timings else GAP,
+            "job time (sum)": duration_text(timings["job_seconds"]) if timings else GAP,
+            "first start → last finish": span,
+            "gap": "" if timings else gap_reason(summary),
+        })
+    return pd.DataFrame(lines, columns=["experiment", "reports", "scale", "jobs",
+                                        "job time (sum)", "first start → last finish", "gap"])
+
+
+def method_rows(found: dict[tuple[str, str], dict[str, Any]]) -> pd.DataFrame:
+    """One line per (experiment, scale, method) with records: jobs, time, share."""
+    lines = []
+    for (experiment, scale), entry in found.items():
+        timings = entry["summary"].get("timings")
+        if not timings:
+            continue
+        for method in timings["methods"]:
+            share = method["job_seconds"] / timings["job_seconds"] if timings["job_seconds"] else 0
+            lines.append({"experiment": experiment, "scale": scale, "method": method["method"],
+                          "jobs": str(method["jobs"]),
+                          "job time": duration_text(method["job_seconds"]),
+                          "share": f"{100 * share:.0f}%"})
+    return pd.DataFrame(lines, columns=["experiment", "scale", "method", "jobs", "job time",
+                                        "share"])
+
+
+def _untimed_reason(found: dict[tuple[str, str], dict[str, Any]], experiment: str,
+                    scale: str) -> str:
+    if (experiment, scale) in found:
+        return gap_reason(found[(experiment, scale)]["summary"])
+    others = [(s, entry) for (e, s), entry in found.items() if e == experiment]
+    if not others:
+        return "no report"
+    other_scale, entry = others[0]
+    if not other_scale:
+        return gap_reason(entry["summary"])
+    return f"its report is at {other_scale} scale"
+
+
+def reproduce_all_lines(found: dict[tuple[str, str], dict[str, Any]],
+                        implemented: Iterable[str], scale: str = "cpu") -> list[str]:
+    """The total of ``make reproduce-all SCALE=<scale>`` over the timed experiments, and the
+    experiments it leaves out with the reason."""
+    timed, n_timed = 0.0, 0
+    untimed: dict[str, list[str]] = {}
+    for experiment in dict.fromkeys(implemented):
+        entry = found.get((experiment, scale))
+        timings = entry["summary"].get("timings") if entry else None
+        if timings:
+            timed += timings["job_seconds"]
+            n_timed += 1
+        else:
+            untimed.setdefault(_untimed_reason(found, experiment, scale), []).append(experiment)
+    n_untimed = sum(len(names) for names in untimed.values())
+    total = n_untimed + n_timed
+    head = (f"Sum of the job times of the {n_timed} of {total} experiments with {scale}-scale "
+            f"records here: **{duration_text(timed)}** (one worker; `bench.reproduce` runs one "
+            "per-seed multirun per core, so the elapsed time is shorter).")
+    if not untimed:
+        return [head, ""]
+    head += (f" The other {n_untimed} are not timed, so the total of `make reproduce-all "
+             f"SCALE={scale}` is not known; it is at least this sum. Not timed:")
+    return [head, "", *(f"- {reason}: {', '.join(names)}" for reason, names in untimed.items()),
+            ""]
+
+
+def timing_markdown(summaries: dict[str, dict[str, Any]], implemented: Iterable[str]) -> str:
+    """The timing page; ``implemented`` are the experiments ``make reproduce-all`` runs."""
+    found = experiments(summaries)
+    return "\n".join([
+        "# Timing", "",
+        "Wall time of the jobs behind each report, from its records (each record's "
+        "`timings.total_s`, which includes training the networks the job was first to need), "
+        "read from the reports' `<artifact>.summary.json`. Generated by `python -m bench.report "
+        "--index`; a gap says why a time is not known.", "",
+        "## Per artifact", "", markdown_table(artifact_rows(found)), "",
+        "## Per method", "", markdown_table(method_rows(found)), "",
+        "## make reproduce-all SCALE=cpu", "", *reproduce_all_lines(found, implemented),
+    ])
+
+
+def write_timing(out_dir: Path, summaries: dict[str, dict[str, Any]],
+                 implemented: Iterable[str]) -> Path:
+    """Rewrite ``<out_dir>/timing.md``; returns its path."""
+    return write_atomically(Path(out_dir) / TIMING_NAME, timing_markdown(summaries, implemented))
