@@ -9,7 +9,8 @@ those per-seed multiruns at once, each with ``cores / N`` torch threads; the job
 stay in order (a MAP network before the methods that reuse it) and records, identical to a
 one-process run's, are safe under concurrent writers.
 ``--launcher slurm`` submits the same multirun to Slurm through submitit instead (the reports
-are then rendered by a later ``python -m bench.report``).
+are then rendered by a later ``python -m bench.report``). Rendering also rewrites the overview
+pages (reports/README.md scoreboard, FINDINGS.md, timing.md).
 """
 
 from __future__ import annotations
@@ -256,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     if not artifacts:
         print(f"note: no report spec reads {experiment}; records only", file=sys.stderr)
         return int(jobs_failed)
-    report = [sys.executable, "-m", "bench.report", *artifacts, "--scale", args.scale]
+    report = [sys.executable, "-m", "bench.report", *artifacts, "--scale", args.scale, "--index"]
     status = subprocess.run(report).returncode
     if jobs_failed:
         print("error: some jobs failed (listed above)", file=sys.stderr)
