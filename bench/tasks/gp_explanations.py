@@ -17,8 +17,9 @@ own), so the trained network is the mode of the posterior the GP view assumes.
 
 Cells (row :data:`ROW`, the targets file's): ``N_train``, ``P``, ``conv_layers``,
 ``linear_layers`` (counted on the network), ``delta`` and ``max_abs_residual`` (max |a_i|);
-row :data:`CHECK_ROW`: accuracies, the self-check's relative error, the relative gradient norm
-``|grad L| / |delta theta*|`` and the share of test images whose GP-view mean has the
+row :data:`CHECK_ROW`: accuracies, the self-check's relative error, the norm of the MAP
+objective's gradient ``|grad L|`` (0 at a stationary ``theta*``) and its relative size
+``|grad L| / |delta theta*|``, and the share of test images whose GP-view mean has the
 network's sign. Arrays hold the sorted importances and every image the figure draws
 (``pixels``: round(255 x) of the [0, 1] pixels, flattened row-major).
 """
@@ -156,6 +157,7 @@ def run(cfg: DictConfig) -> TaskResult:
         "train_accuracy": diagnostics["train_accuracy"],
         "test_accuracy": float(((terms.f > 0).long() == y_test).double().mean()),
         "self_check_relative_error": self_check_error(terms.f, terms.gp_mean),
+        "gradient_norm": diagnostics["gradient_norm"],
         "relative_gradient_norm": diagnostics["relative_gradient_norm"],
         "gp_sign_agreement": float(((terms.gp_mean > 0) == (terms.f > 0)).double().mean()),
         "share_abs_importance_above_0.2": float((importances.abs() > 0.2).double().mean()),
@@ -163,6 +165,7 @@ def run(cfg: DictConfig) -> TaskResult:
     for column, value in checks.items():
         result.add(CHECK_ROW, column, value)
     result.metrics.update(checks)
+    result.metrics["map_objective"] = diagnostics["map_objective"]
     result.metrics["self_check_max_abs_error"] = float((terms.gp_mean - terms.f).abs().max())
     logit_norm = float(terms.f.norm())
     result.metrics["offset_to_logit_norm_ratio"] = float(terms.offset.norm()) / logit_norm

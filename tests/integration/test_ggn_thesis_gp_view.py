@@ -60,6 +60,9 @@ def test_cells_hold_the_setup_and_the_diagnostics(record):
     for column in ("train_accuracy", "test_accuracy", "gp_sign_agreement"):
         assert 0 <= cells[(CHECK_ROW, column)] <= 1
     assert cells[(CHECK_ROW, "self_check_relative_error")] >= 0
+    fitted = record["fitted"]
+    assert cells[(CHECK_ROW, "gradient_norm")] == fitted["gradient_norm"] > 0
+    assert record["metrics"]["map_objective"] == fitted["map_objective"] > 0
     assert record["fitted"]["n_params"] == 4587 and record["fitted"]["network_reused"] is False
 
 

@@ -13,8 +13,11 @@ At a stationary ``theta*`` of ``sum_i -log p(y_i | f_i) + (delta / 2) |theta|^2`
 ``delta theta* = sum_i J(x_i)^T a_i``, hence the thesis' eq. 5.2 with the offset written out:
 ``f(x*; theta*) = m(x*) + sum_i a_i kappa(x*, x_i)`` (:meth:`GaussianProcessView.explain`).
 For any ``theta`` the two sides differ by ``J(x*) grad L(theta) / delta``; the relative error
-over a test set is the self-check of notes section 6 and ``|grad L| / |delta theta|`` its
-cause, both reported by :meth:`GaussianProcessView.fit` and :func:`self_check_error`.
+over a test set is the self-check of notes section 6 and ``grad L`` its cause:
+:meth:`GaussianProcessView.fit` reports ``L(theta)``, ``|grad L|`` and ``|grad L| / |delta theta|``,
+:func:`self_check_error` the error. ``grad L`` is autograd's (the derivative 0 at a ReLU kink, the
+derivative through one maximal entry of a max-pool window), which is the gradient wherever ``L`` is
+differentiable; a ReLU / max-pool network's ``L`` need not have a point where it vanishes.
 
 Everything is computed in float64 on a copy of the network (notes section 1 [R]).
 """
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bench.curvature.jacobians import flat_parameters, output_jacobians
@@ -91,7 +95,9 @@ class GaussianProcessView:
 
     def fit(self, data: Any, seed: int, base: nn.Module | None = None) -> dict[str, Any]:
         """Jacobians, logits and importances of the training set at the network ``base``;
-        returns the MAP diagnostics (nothing is drawn, ``seed`` is unused)."""
+        returns the MAP diagnostics (nothing is drawn, ``seed`` is unused): the objective
+        ``map_objective`` = ``sum_i BCE(y_i, f_i) + (delta / 2) |theta|^2``, its gradient's
+        norm ``gradient_norm`` and ``relative_gradient_norm`` = ``|grad L| / |delta theta|``."""
         if base is None:
             raise ValueError("GaussianProcessView needs the trained network as base")
         network = copy.deepcopy(bernoulli_logit_network(base)).double().eval()
@@ -110,8 +116,12 @@ class GaussianProcessView:
                         "importances": importances,
                         "weights": data_gradient / self.prior_precision}
         prior_term = (self.prior_precision * theta).norm()
+        objective = (F.binary_cross_entropy_with_logits(f, y.to(f), reduction="sum")
+                     + self.prior_precision / 2 * theta.pow(2).sum())
         return {"n_params": int(theta.numel()), "n_train": int(len(x)),
                 "prior_precision": self.prior_precision,
+                "map_objective": float(objective),
+                "gradient_norm": float(gradient.norm()),
                 "relative_gradient_norm": float(gradient.norm() / prior_term),
                 "train_accuracy": float(((f > 0).long() == y.to(f.device)).double().mean()),
                 "max_abs_importance": float(importances.abs().max())}

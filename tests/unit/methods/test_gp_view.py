@@ -5,6 +5,8 @@ self-check f = m + K a to 1e-8 at a stationary MAP."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -143,6 +145,9 @@ def test_gp_mean_differs_from_the_network_by_the_map_gradient_at_any_theta():
     theta = flat_parameters(net)
     assert diagnostics["relative_gradient_norm"] == pytest.approx(
         float(gradient.norm() / (DELTA * theta.norm())), rel=1e-10)
+    assert diagnostics["gradient_norm"] == pytest.approx(float(gradient.norm()), rel=1e-10)
+    assert diagnostics["map_objective"] == pytest.approx(
+        float(map_objective(net, x, y, DELTA).detach()), rel=1e-12)
     # A random network is far from stationary: the check is not trivially satisfied.
     assert self_check_error(terms.f, terms.gp_mean) > 1e-2
     with torch.no_grad():
@@ -159,6 +164,7 @@ def test_self_check_holds_to_1e_8_at_a_stationary_map():
     view = GaussianProcessView(prior_precision=DELTA, batch_size=16)
     diagnostics = view.fit(TrainingSet(x, y), seed=0, base=TwoClassLogits(net))
     assert diagnostics["relative_gradient_norm"] < 1e-10
+    assert diagnostics["gradient_norm"] < 1e-9
     terms = view.explain(x_test)
     # Eq. 5.2 with the offset: f(x*) = m(x*) + sum_i a_i kappa(x*, x_i), each term by brute force.
     j_train, j_test = brute_force_jacobians(net, x), brute_force_jacobians(net, x_test)
@@ -175,6 +181,75 @@ def test_self_check_holds_to_1e_8_at_a_stationary_map():
     probs = view.predict(x_test).probs
     assert torch.allclose(probs[:, 1], torch.sigmoid(f_test), atol=1e-8, rtol=0)
     assert torch.allclose(probs.sum(1), torch.ones(len(x_test), dtype=torch.float64))
+
+
+class PooledPair(nn.Module):
+    """``f(x) = maxpool(w_1 x, w_2 x) + b`` for scalar inputs ``[n, 1]``: the smallest network
+    with a max-pool, three float64 parameters."""
+
+    def __init__(self, w1: float, w2: float, b: float) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.tensor([w1, w2], dtype=torch.float64))
+        self.b = nn.Parameter(torch.tensor([b], dtype=torch.float64))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.max_pool1d((x * self.w).unsqueeze(1), 2).reshape(len(x), 1) + self.b
+
+
+def pooled_pair_minimiser(n: int, positives: int, delta: float) -> PooledPair:
+    """The minimiser of ``sum BCE + (delta / 2) |theta|^2`` over :class:`PooledPair` on ``n``
+    inputs x = 1 with ``positives`` labels 1, in closed form up to a 1-D root.
+
+    Every logit is ``f = max(w_1, w_2) + b``. For the best f, the prior term is smallest at
+    ``w_1 = w_2 = f / 3, b = 2 f / 3`` when f < 0 (both weights must reach max = f / 3: a
+    max-pool tie) and at ``w_1 = b = f / 2, w_2 = 0`` when f > 0; f then solves
+    ``n s(f) - positives + delta c f = 0`` (c = 2/3 resp. 1/2), the derivative in b."""
+    share = 2 / 3 if 2 * positives < n else 1 / 2
+    low, high = -50.0, 50.0
+    for _ in range(200):
+        f = (low + high) / 2
+        if n / (1 + math.exp(-f)) - positives + delta * share * f > 0:
+            high = f
+        else:
+            low = f
+    f = (low + high) / 2
+    if 2 * positives < n:
+        return PooledPair(f / 3, f / 3, 2 * f / 3)
+    return PooledPair(f / 2, 0.0, f / 2)
+
+
+@pytest.mark.parametrize("positives", [3, 7])
+def test_at_a_max_pool_tie_the_minimiser_keeps_a_gradient_and_the_self_check_fails(positives):
+    """Why the self-check needs a differentiable stationary point (Figure 5.6's CNN has
+    max-pools): with 3 positives of 10 the minimiser sits on the tie w_1 = w_2 = m = f / 3,
+    autograd's gradient there is (-delta m, delta m, 0) in some order, not 0, and the GP view
+    gives m + K a = 4m against f = 3m, a relative error of exactly 1/3; with 7 positives the
+    minimiser is off the tie, stationary, and the self-check holds."""
+    n, x = 10, torch.ones(10, 1, dtype=torch.float64)
+    y = (torch.arange(n) < positives).long()
+    net = pooled_pair_minimiser(n, positives, DELTA)
+    objective = float(map_objective(net, x, y, DELTA).detach())
+    theta = flat_parameters(net)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(200):
+        step = torch.randn(3, generator=generator, dtype=torch.float64)
+        torch.nn.utils.vector_to_parameters(theta + 1e-3 * step / step.norm(), net.parameters())
+        assert float(map_objective(net, x, y, DELTA).detach()) >= objective - 1e-12
+    torch.nn.utils.vector_to_parameters(theta, net.parameters())
+
+    view = GaussianProcessView(prior_precision=DELTA)
+    diagnostics = view.fit(TrainingSet(x, y), seed=0, base=net)
+    terms = view.explain(torch.ones(1, 1, dtype=torch.float64))
+    tied = 2 * positives < n
+    m = float(theta[0])
+    if tied:
+        assert diagnostics["gradient_norm"] == pytest.approx(2 ** 0.5 * DELTA * abs(m), rel=1e-9)
+        assert float(terms.f) == pytest.approx(3 * m, rel=1e-12)
+        assert float(terms.gp_mean) == pytest.approx(4 * m, rel=1e-9)
+        assert self_check_error(terms.f, terms.gp_mean) == pytest.approx(1 / 3, rel=1e-9)
+    else:
+        assert diagnostics["gradient_norm"] < 1e-9
+        assert self_check_error(terms.f, terms.gp_mean) < 1e-9
 
 
 def test_the_view_follows_the_method_contract_and_checks_its_inputs():
