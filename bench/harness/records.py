@@ -22,6 +22,10 @@ RECORD_NAME = "record.json"
 LOG_NAME = "job.log"
 NON_SEMANTIC_KEYS = ("results_dir", "rerun_failed", "hydra", "sweep", "seeds", "seeds_for",
                      "scale_overrides", "verbose")
+# Nested keys that choose how a job computes, not what: each choice is tested to give the same
+# numbers bit for bit, so switching it reuses the records (``base.loop``: the paper MLP's
+# training loop, fast or the Lightning Trainer).
+NON_SEMANTIC_PATHS = (("base", "loop"),)
 REQUIRED_FIELDS = (
     "schema_version", "experiment", "paper", "artifact", "scale", "seed", "protocol",
     "dataset", "method", "variant", "config", "config_hash", "status", "cells", "metrics",
@@ -31,8 +35,11 @@ REQUIRED_FIELDS = (
 
 
 def config_hash(config: dict[str, Any]) -> str:
-    """Stable 12-hex-digit hash of a resolved config, ignoring non-semantic keys."""
+    """Stable 12-hex-digit hash of a resolved config, ignoring non-semantic keys and paths."""
     semantic = {k: v for k, v in config.items() if k not in NON_SEMANTIC_KEYS}
+    for parent, key in NON_SEMANTIC_PATHS:
+        if isinstance(semantic.get(parent), dict) and key in semantic[parent]:
+            semantic[parent] = {k: v for k, v in semantic[parent].items() if k != key}
     canonical = json.dumps(semantic, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 

@@ -4,13 +4,16 @@ the loop owns the optimizer (unless the caller passes its own, e.g. a sampler's 
 learning-rate schedule (per epoch or per step), the minibatch order, early stopping and a
 progress bar over the epochs (:func:`bench.harness.progress.progress`, silent in CI). An
 ``on_epoch_end`` callback sees the optimizer and schedule after every epoch (to checkpoint them),
-and ``resume`` continues from such a checkpoint at epoch granularity."""
+and ``resume`` continues from such a checkpoint at epoch granularity. ``epoch_batches`` hands the
+loop another minibatch order, e.g. a ``DataLoader`` iterated once per epoch as Lightning does
+(:func:`bench.training.regression_network.train_paper_mlp`)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -88,14 +91,15 @@ class TrainingHistory:
     last_validation: float
 
 
-def fit_parameters(parameters: Sequence[Tensor], batch_loss: Callable[[Tensor | slice], Tensor],
+def fit_parameters(parameters: Sequence[Tensor], batch_loss: Callable[[Any], Tensor],
                    *, n_rows: int, config: TrainingConfig,
                    generator: torch.Generator | None = None,
                    validation: Callable[[], Tensor | float] | None = None,
                    desc: str = "training",
                    on_epoch_end: Callable[[LoopState], None] | None = None,
                    resume: LoopState | None = None,
-                   optimizer: torch.optim.Optimizer | None = None) -> TrainingHistory:
+                   optimizer: torch.optim.Optimizer | None = None,
+                   epoch_batches: Callable[[], Iterable] | None = None) -> TrainingHistory:
     """Minimise ``batch_loss(rows)`` over ``parameters`` by ``config``.
 
     ``rows`` is a LongTensor of row indices, or :data:`ALL_ROWS` (``slice(None)``) when
@@ -107,9 +111,12 @@ def fit_parameters(parameters: Sequence[Tensor], batch_loss: Callable[[Tensor | 
     without the interruption (not with ``validation``, whose best epoch is not saved).
     ``optimizer``: one the caller built over ``parameters`` (e.g. a sampler's update rule),
     used instead of the one ``config`` names; ``config.lr``, ``optimizer``, ``weight_decay``
-    and ``momentum`` are then unused.
+    and ``momentum`` are then unused. ``epoch_batches()``: called once per epoch, its items
+    are handed to ``batch_loss`` in turn instead of the rows the config would draw (which it
+    then does not draw); ``config.batch_size`` then only sets the steps per epoch of a
+    per-step schedule.
     """
-    if config.batch_size is not None and generator is None:
+    if config.batch_size is not None and generator is None and epoch_batches is None:
         raise ValueError("minibatch training needs an explicit torch.Generator")
     if resume is not None and validation is not None:
         raise ValueError("resuming does not restore early-stopping state; pass no validation")
@@ -129,8 +136,12 @@ def fit_parameters(parameters: Sequence[Tensor], batch_loss: Callable[[Tensor | 
     best_state = [p.detach().clone() for p in parameters]
     best_value, best_epoch, value, epoch = math.inf, -1, math.nan, start - 1
     for epoch in progress(range(start, config.max_epochs), desc=desc, unit="epoch"):
-        batches = ([ALL_ROWS] if config.batch_size is None
-                   else torch.randperm(n_rows, generator=generator).split(config.batch_size))
+        if epoch_batches is not None:
+            batches = epoch_batches()
+        elif config.batch_size is None:
+            batches = [ALL_ROWS]
+        else:
+            batches = torch.randperm(n_rows, generator=generator).split(config.batch_size)
         for rows in batches:
             optimizer.zero_grad()
             batch_loss(rows).backward()

@@ -5,7 +5,9 @@ MSE inside ``DeterministicRegression``, Adam, a Lightning Trainer with early sto
 validation loss and the last epoch's weights kept. Reproducing their network bit for bit needs
 their draw order, so :func:`train_paper_mlp` seeds the global RNGs with ``seed_everything``
 (what their service did) and builds the network twice (their service built it in the
-constructor and again when loading the tuned hyperparameters).
+constructor and again when loading the tuned hyperparameters). By default it trains in the
+project's loop with Lightning's step order and RNG draws (same weights, no per-step Trainer
+overhead); ``loop="lightning"`` runs the Trainer itself, the oracle the tests compare with.
 
 ``protocol=corrected``: what the paper's text says: a Gaussian likelihood with a fitted noise
 scale and the N(0, 1/tau) prior, trained to the MAP on flat parameters by
@@ -51,20 +53,26 @@ class TrainedNetwork:
         return self.shape.module(self.theta)
 
 
+PAPER_LOOPS = ("fast", "lightning")
+
+
 def train_paper_mlp(
     splits: RegressionSplits, *, seed: int, lr: float, batch_size: int,
     n_hidden: tuple[int, ...] = (50, 50), activation: str = "relu",
-    max_epochs: int = 500, patience: int = 20,
+    max_epochs: int = 500, patience: int = 20, loop: str = "fast",
 ) -> TrainedNetwork:
-    """The authors' base MLP: MSE, Adam(lr), Lightning Trainer, early stopping on val loss."""
-    import lightning as L
+    """The authors' base MLP: MSE, Adam(lr), early stopping on the validation loss.
+
+    ``loop="lightning"`` runs their Lightning Trainer (the oracle); ``loop="fast"`` runs the
+    same training in :func:`bench.training.loop.fit_parameters` without Lightning's per-step
+    machinery (:func:`_fit_like_lightning`), to the same weights bit for bit.
+    """
     from lightning.pytorch import seed_everything
-    from lightning.pytorch.callbacks import EarlyStopping
     from lightning_uq_box.models import MLP
-    from lightning_uq_box.uq_methods import DeterministicRegression
 
     from bench.datasets.datamodule import TensorDataModule
 
+    require_choice("base.loop", loop, PAPER_LOOPS)
     act = ACTIVATIONS[require_choice("base.activation", activation, ACTIVATIONS)].module
     watch = Stopwatch()
     seed_everything(seed, verbose=False)
@@ -72,10 +80,32 @@ def train_paper_mlp(
     for _ in range(2):
         network = MLP(n_inputs=splits.n_features, n_hidden=list(n_hidden), n_outputs=1,
                       activation_fn=act())
-    module = DeterministicRegression(model=network, loss_fn=torch.nn.MSELoss(),
-                                     optimizer=partial(torch.optim.Adam, lr=lr))
+    optimizer = partial(torch.optim.Adam, lr=lr)
     datamodule = splits.datamodule or TensorDataModule(splits)
     datamodule.batch_size = batch_size
+    fit = _fit_with_lightning if loop == "lightning" else _fit_like_lightning
+    epochs = fit(network, datamodule, optimizer, max_epochs=max_epochs, patience=patience)
+    network.eval()
+    shape = shape_of(network, activation)
+    theta = flat_parameters(network)
+    residual = shape.forward_1d(theta, splits.x_train) - splits.y_train[:, 0]
+    return TrainedNetwork(
+        shape, theta, noise_variance=0.5, prior_precision=1.0,
+        diagnostics={"epochs": epochs, "train_s": watch.elapsed(),
+                     "train_mse": float((residual**2).mean())},
+    )
+
+
+def _fit_with_lightning(network: torch.nn.Module, datamodule, optimizer: partial, *,
+                        max_epochs: int, patience: int) -> int:
+    """Lightning-UQ-Box's ``DeterministicRegression`` (MSE) under a Lightning Trainer with
+    ``EarlyStopping(monitor="val_loss", patience)``, as the authors ran it; epochs run."""
+    import lightning as L
+    from lightning.pytorch.callbacks import EarlyStopping
+    from lightning_uq_box.uq_methods import DeterministicRegression
+
+    module = DeterministicRegression(model=network, loss_fn=torch.nn.MSELoss(),
+                                     optimizer=optimizer)
     with quiet_lightning():
         trainer = L.Trainer(
             max_epochs=max_epochs, logger=False, enable_checkpointing=False,
@@ -83,15 +113,48 @@ def train_paper_mlp(
             callbacks=[EarlyStopping(monitor="val_loss", patience=patience)],
         )
         trainer.fit(module, datamodule=datamodule)
-    network.eval()
-    shape = shape_of(network, activation)
-    theta = flat_parameters(network)
-    residual = shape.forward_1d(theta, splits.x_train) - splits.y_train[:, 0]
-    return TrainedNetwork(
-        shape, theta, noise_variance=0.5, prior_precision=1.0,
-        diagnostics={"epochs": int(trainer.current_epoch), "train_s": watch.elapsed(),
-                     "train_mse": float((residual**2).mean())},
-    )
+    return int(trainer.current_epoch)
+
+
+def _fit_like_lightning(network: torch.nn.Module, datamodule, optimizer: partial, *,
+                        max_epochs: int, patience: int) -> int:
+    """What :func:`_fit_with_lightning` does, step for step, without the Trainer.
+
+    Per epoch, as Lightning 2.x runs it: one pass over the datamodule's train ``DataLoader``
+    (its iterator draws a base seed and its ``RandomSampler`` a shuffling seed from the
+    global torch RNG, in that order), each batch an Adam step on the batch's MSE (no gradient
+    clipping, no accumulation); then one pass over the val loader in eval mode (another base
+    seed drawn) whose ``val_loss`` is Lightning's batch-size-weighted mean, accumulated as its
+    ``_ResultMetric`` does (float32 sum of loss x batch size, divided by the count). Early
+    stopping as ``EarlyStopping``'s defaults: stop once ``patience`` epochs in a row did not
+    lower ``val_loss`` strictly (min_delta 0) or when it is not finite; the last epoch's
+    weights are kept. Lightning's sanity-check validation runs under ``isolate_rng`` and
+    leaves nothing behind, so it is not repeated. Returns the epochs run.
+    """
+    loss_fn = torch.nn.MSELoss()
+    train_loader, val_loader = datamodule.train_dataloader(), datamodule.val_dataloader()
+
+    def batch_loss(batch: dict[str, Tensor]) -> Tensor:
+        return loss_fn(network(batch["input"]), batch["target"])
+
+    def val_loss() -> Tensor:
+        network.eval()
+        total, count = torch.tensor(0.0), torch.tensor(0)
+        for batch in val_loader:
+            size = batch["input"].shape[0]
+            total, count = total + batch_loss(batch) * size, count + size
+        network.train()
+        return total / count
+
+    network.train()
+    config = TrainingConfig(lr=optimizer.keywords["lr"], max_epochs=max_epochs,
+                            batch_size=datamodule.batch_size, patience=patience,
+                            restore_best=False)
+    history = fit_parameters(
+        list(network.parameters()), batch_loss, n_rows=len(train_loader.dataset),
+        config=config, validation=val_loss, desc="paper MLP",
+        optimizer=optimizer(network.parameters()), epoch_batches=lambda: train_loader)
+    return history.epochs
 
 
 def train_map_mlp(
