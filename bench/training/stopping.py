@@ -44,3 +44,12 @@ class StoppingRule:
     def settled(self, values: list[float]) -> bool:
         """Whether the last ``window`` values lie within the band."""
         return self.band(values) <= self.tolerance
+
+
+def forgetting_iterations(step_size: float, tolerance: float) -> int:
+    """Iterations ``t`` after which an exponential moving average with step ``gamma`` (the
+    natural-gradient precision update) keeps a weight ``(1 - gamma)^t`` of at most
+    ``tolerance`` on its start (1 at ``gamma = 1``)."""
+    if step_size >= 1:
+        return 1
+    return max(1, math.ceil(math.log(tolerance) / math.log(1 - step_size)))

@@ -16,9 +16,10 @@ By Theorem 4.1 this is the exact posterior of a Bayesian linear regression (test
 ``mu + L^-T z`` with ``L`` the Cholesky factor of the precision; everything is float64.
 
 The thesis runs a fixed number of iterations at ``gamma = 0.999``; the corrected protocol adds
-a stopping rule (:class:`bench.training.stopping.StoppingRule`): stop once the training
-negative log likelihood at the mean has settled, i.e. its last ``window`` values lie in a
-band of relative width ``tolerance``, else after ``iterations``.
+a stopping rule (:class:`bench.training.stopping.StoppingRule`): stop once the fit has
+settled, i.e. the last ``window`` values of the training negative log likelihood at the mean
+lie in a band of relative width ``tolerance`` and the precision has forgotten its start
+(``(1 - gamma)^t <= tolerance``), else after ``iterations``.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from bench.methods.laplace.ggn_laplace import GaussianPosterior, GGNPredictive, 
 from bench.methods.laplace.ggn_methods import FIT_STREAM, GGNPosteriorMethod
 from bench.models.glm_likelihoods import Likelihood
 from bench.models.mlp import MLPShape
-from bench.training.stopping import StoppingRule
+from bench.training.stopping import StoppingRule, forgetting_iterations
 
 ALGORITHMS = ("voggn", "lgva", "oggn")
 
@@ -120,6 +121,13 @@ class NaturalGradientTrace:
     train_nll: list[float] = field(default_factory=list)
 
 
+def has_settled(trace: NaturalGradientTrace, stopping: StoppingRule, step_size: float) -> bool:
+    """Whether the training NLL at the mean has settled and the precision has forgotten
+    ``Sigma_0`` to the rule's tolerance (:func:`forgetting_iterations`)."""
+    return (len(trace.train_nll) >= forgetting_iterations(step_size, stopping.tolerance)
+            and stopping.settled(trace.train_nll))
+
+
 def run_natural_gradient_vi(algorithm: str, network: MLPShape, x: Tensor, y: Tensor,
                             likelihood: Likelihood, prior_precision: float,
                             initial_mean: Tensor, *, step_size: float, iterations: int,
@@ -128,7 +136,7 @@ def run_natural_gradient_vi(algorithm: str, network: MLPShape, x: Tensor, y: Ten
                             stopping: StoppingRule | None = None) -> tuple[NaturalGradientState,
                                                                            NaturalGradientTrace]:
     """At most ``iterations`` updates from ``N(initial_mean, initial_variance I)``, fewer when
-    ``stopping`` finds the training NLL at the mean settled; Monte Carlo draws from
+    ``stopping`` finds the run settled (:func:`has_settled`); Monte Carlo draws from
     ``generator``. Returns the final state and the monitored trace."""
     stopping = stopping or StoppingRule()
     require_choice("method.algorithm", algorithm, ALGORITHMS)
@@ -150,7 +158,7 @@ def run_natural_gradient_vi(algorithm: str, network: MLPShape, x: Tensor, y: Ten
             f_mean = network.forward_1d(new.mean, x)
             trace.train_nll.append(float(-likelihood.log_prob(f_mean, y).sum()))
             state = new
-            if stopping.settled(trace.train_nll):
+            if stopping.active and has_settled(trace, stopping, step_size):
                 break
     return state, trace
 
@@ -161,7 +169,7 @@ class NaturalGradientGGN(GGNPosteriorMethod):
     the shared initialisation, ``iterations`` full-batch updates of step size ``step_size``
     with ``mc_samples`` draws each (thesis: ``gamma = 0.999``, ``S = 1``, ``Sigma_0 = 0.1 I``),
     fewer when ``stop_window > 0`` and the :class:`StoppingRule` finds the training NLL
-    settled. The GLM predictive linearises at the final mean."""
+    settled (:func:`has_settled`). The GLM predictive linearises at the final mean."""
 
     name: str = "VOGGN"
     algorithm: str = "voggn"
@@ -188,7 +196,9 @@ class NaturalGradientGGN(GGNPosteriorMethod):
     def fit(self, data: TrainingSet, seed: int, base: Any = None) -> dict[str, Any]:
         """Run the iterations; diagnostics: the last relative mean change, the last
         ``log det Lambda`` and training NLL, and their values 10% of the run earlier; with a
-        stopping rule also whether it stopped the run and the final band of the training NLL."""
+        stopping rule also whether it stopped the run and the final bands of the training NLL
+        and (not part of the rule: it keeps moving while the mean drifts along flat
+        directions) of ``log det Lambda``."""
         x, y = data.train_inputs, data.train_labels
         network = self.network(int(x.shape[1]))
         state, trace = run_natural_gradient_vi(
@@ -209,6 +219,7 @@ class NaturalGradientGGN(GGNPosteriorMethod):
                        "train_nll_at_90pc": trace.train_nll[earlier],
                        "n_params": network.n_params}
         if self.stopping.active:
-            diagnostics["converged"] = self.stopping.settled(trace.train_nll)
+            diagnostics["converged"] = has_settled(trace, self.stopping, self.step_size)
             diagnostics["train_nll_band"] = self.stopping.band(trace.train_nll)
+            diagnostics["log_det_precision_band"] = self.stopping.band(trace.log_det_precision)
         return diagnostics

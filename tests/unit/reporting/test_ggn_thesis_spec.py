@@ -64,10 +64,13 @@ def test_seeds_are_averaged_and_the_near_optimal_range_read_off_the_evidence():
 
 
 def predictive_record(row, cells, protocol="paper", fitted=None, trace=None):
+    step = 0.999 if protocol == "paper" else 0.1
+    arrays = {} if trace is None else {"trace/train_nll": trace,
+                                       "trace/log_det_precision": [-900.0] * len(trace)}
     return {"status": "ok", "seed": 0, "protocol": protocol, "variant": row,
             "cells": [{"row": row, "column": c, "value": v} for c, v in cells.items()],
-            "arrays": {} if trace is None else {"trace/train_nll": trace},
-            "fitted": fitted or {}, "config": {"posterior": row}}
+            "arrays": arrays, "fitted": fitted or {},
+            "config": {"posterior": row, "method": {"variants": {row: {"step_size": step}}}}}
 
 
 def regression_records(protocol="paper", ogg_nn_nll=3.0, traces=None):
@@ -105,7 +108,7 @@ def test_regression_claims_are_judged_from_the_cells():
 
 
 def test_each_protocol_is_judged_on_its_own_records_and_causes_quote_the_other():
-    settled = [30.0] * 5 + [24.0] * 20
+    settled = [30.0] * 50 + [24.0] * 20
     noisy = [float(100 + 10 * (k % 2)) for k in range(300)]
     paper = regression_records("paper", ogg_nn_nll=0.1,
                                traces={"OGGN": noisy, "VOGGN": noisy, "LGVA": noisy})
@@ -120,7 +123,12 @@ def test_each_protocol_is_judged_on_its_own_records_and_causes_quote_the_other()
     assert lines.loc[protocol_label(label, "corrected"), "verdict"] == "agrees"
     cause = lines.loc[protocol_label(label, "paper"), "cause"]
     assert "protocol corrected: 2.7 (agrees)" in cause
-    assert "OGGN 300 it., train NLL 110, not settled (band 0.095)" in cause
-    assert "OGGN 25 it., train NLL 24, settled" in cause
+    assert ("OGGN step 0.999, 300 it., train NLL 110, not settled (NLL band 0.095), log det "
+            "band 0") in cause
+    assert "OGGN step 0.1, 70 it., train NLL 24, settled" in cause
     assert "L-GGN |grad| 1.5e+03" in cause and "L-GGN |grad| 2e-07 (Adam's 8.4, polished)" in cause
     assert lines.loc[protocol_label(label, "corrected"), "cause"] == ""  # agrees: no cause
+    early = regression_records("corrected", traces={"OGGN": settled[-30:]})
+    cause = anchor_table(FIGURE_5_4, paper + early).set_index("label").loc[
+        protocol_label(label, "paper"), "cause"]
+    assert "OGGN step 0.1, 30 it., train NLL 24, stopped before forgetting Sigma_0" in cause
