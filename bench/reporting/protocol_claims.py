@@ -68,13 +68,14 @@ def cross_protocol_cause(item: Claim, protocol: str,
     fits, all read from the records."""
 
     def cause(records: Records) -> str:
-        parts = [f"{protocol}-protocol fits: {describe_fits(records_of(protocol, records))}"]
+        parts = [f"{protocol}-protocol fits — {describe_fits(records_of(protocol, records))}"]
         for other in PROTOCOLS:
             if other == protocol or not any(r.get("protocol") == other for r in records):
                 continue
-            parts.append(f"{_verdict_text(item, other, records)}, its fits: "
+            verdict = _verdict_text(item, other, records)
+            parts.append(f"{verdict[:1].upper()}{verdict[1:]}; its fits — "
                          f"{describe_fits(records_of(other, records))}")
-        return "; ".join(parts)
+        return ". ".join(parts)
 
     return cause
 

@@ -292,16 +292,16 @@ def describe_fits(records: Records) -> str:
                      else f"not settled (NLL band {band:.2g})" if forgotten
                      else "stopped before forgetting Sigma_0")
             log_det = [v for v in arrays.get("trace/log_det_precision", []) if v is not None]
-            parts.append(f"{row} step {step:g}, {len(trace)} it., train NLL {trace[-1]:.4g}, "
+            parts.append(f"{row}: step {step:g}, {len(trace)} it., train NLL {trace[-1]:.4g}, "
                          f"{state}, log det band {SETTLED.band(log_det):.2g}")
         elif "gradient_norm" in fitted:
-            text = f"{row} |grad| {fitted['gradient_norm']:.2g}"
+            text = f"{row}: gradient norm {fitted['gradient_norm']:.2g}"
             if "adam_gradient_norm" in fitted:
                 text += f" (Adam's {fitted['adam_gradient_norm']:.3g}, polished)"
             parts.append(text)
     if not parts:
         raise LookupError("no fit diagnostics in the records")
-    return ", ".join(parts)
+    return "; ".join(parts)
 
 
 PREDICTIVE_NOTES = (

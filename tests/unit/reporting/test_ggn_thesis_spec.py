@@ -122,13 +122,14 @@ def test_each_protocol_is_judged_on_its_own_records_and_causes_quote_the_other()
     assert lines.loc[protocol_label(label, "corrected"), "ours"] == pytest.approx(2.7)
     assert lines.loc[protocol_label(label, "corrected"), "verdict"] == "agrees"
     cause = lines.loc[protocol_label(label, "paper"), "cause"]
-    assert "protocol corrected: 2.7 (agrees)" in cause
-    assert ("OGGN step 0.999, 300 it., train NLL 110, not settled (NLL band 0.095), log det "
-            "band 0") in cause
-    assert "OGGN step 0.1, 70 it., train NLL 24, settled" in cause
-    assert "L-GGN |grad| 1.5e+03" in cause and "L-GGN |grad| 2e-07 (Adam's 8.4, polished)" in cause
+    assert "Protocol corrected: 2.7 (agrees); its fits — " in cause
+    assert ("OGGN: step 0.999, 300 it., train NLL 110, not settled (NLL band 0.095), log det "
+            "band 0;") in cause
+    assert "OGGN: step 0.1, 70 it., train NLL 24, settled" in cause
+    assert "L-GGN: gradient norm 1.5e+03" in cause
+    assert "L-GGN: gradient norm 2e-07 (Adam's 8.4, polished)" in cause
     assert lines.loc[protocol_label(label, "corrected"), "cause"] == ""  # agrees: no cause
     early = regression_records("corrected", traces={"OGGN": settled[-30:]})
     cause = anchor_table(FIGURE_5_4, paper + early).set_index("label").loc[
         protocol_label(label, "paper"), "cause"]
-    assert "OGGN step 0.1, 30 it., train NLL 24, stopped before forgetting Sigma_0" in cause
+    assert "OGGN: step 0.1, 30 it., train NLL 24, stopped before forgetting Sigma_0" in cause
