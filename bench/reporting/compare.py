@@ -190,6 +190,11 @@ def anchor_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.DataFr
         rule = anchor.rule or spec.rule
         paper = PaperValue(spec.artifact, anchor.label, "", anchor.paper)
         cause = spec.cause_for("*", anchor.label, "")
+        if anchor.cause is not None:
+            try:
+                cause = anchor.cause(ok_records)
+            except LookupError:
+                pass
         try:
             ours = float(anchor.ours(ok_records))
         except (LookupError, ValueError) as err:

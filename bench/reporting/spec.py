@@ -33,13 +33,16 @@ class Anchor:
     """An extra comparison outside the table: a paper number and how to get ours from records.
 
     ``ours`` receives the ok records of the report's scale and returns one float; ``rule``
-    defaults to the spec's default rule.
+    defaults to the spec's default rule. ``cause``, when given, also receives the ok records
+    and returns the anchor's cause (shown unless it agrees) in place of the spec's
+    ``causes``, for a cause that quotes numbers of the records (LookupError: none).
     """
 
     label: str
     paper: str
     ours: AnchorValue
     rule: VerdictRule | None = None
+    cause: Callable[[list[dict[str, Any]]], str] | None = None
 
 
 @dataclass(frozen=True)

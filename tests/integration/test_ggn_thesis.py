@@ -18,6 +18,7 @@ from bench.reporting.specs import SPECS
 from tests.helpers import REPO, compose_config
 
 POSTERIORS = ("VOGGN", "LGVA", "OGGN", "L-GGN")
+PROTOCOLS = ("paper", "corrected")
 
 
 def smoke_record(experiment: str, results_dir, *overrides: str) -> dict:
@@ -68,17 +69,39 @@ def test_two_moons_grid_repeats_bit_for_bit_and_reports(results, tmp_path):
     ("ggn_thesis/figure-5.4", {"nn/test_nll", "glm/test_nll", "nn/mean_sd", "glm/mean_sd"}),
     ("ggn_thesis/figure-5.5", {"nn/accuracy", "glm/decisiveness", "model_sd_far_over_near"}),
 ])
-def test_four_posteriors_with_both_predictives(experiment, columns, results, tmp_path):
-    records = [smoke_record(experiment, results, f"posterior={row}") for row in POSTERIORS]
-    for row, record in zip(POSTERIORS, records, strict=True):
-        assert {c["row"] for c in record["cells"]} == {row}
-        assert columns <= {c["column"] for c in record["cells"]}
-        assert record["fitted"]["n_params"] == record["metrics"]["n_params"]
-    assert "trace/train_nll" in records[0]["arrays"] and "trace/train_nll" not in records[3][
-        "arrays"]
-    written = render_report(SPECS[experiment], records, tmp_path)
+def test_four_posteriors_under_both_protocols(experiment, columns, results, tmp_path):
+    records = {protocol: [smoke_record(experiment, results, f"posterior={row}",
+                                       f"protocol={protocol}") for row in POSTERIORS]
+               for protocol in PROTOCOLS}
+    for protocol, rows in records.items():
+        for row, record in zip(POSTERIORS, rows, strict=True):
+            assert record["protocol"] == protocol
+            assert {c["row"] for c in record["cells"]} == {row}
+            assert columns <= {c["column"] for c in record["cells"]}
+            assert record["fitted"]["n_params"] == record["metrics"]["n_params"]
+        assert "trace/train_nll" in rows[0]["arrays"] and "trace/train_nll" not in rows[3][
+            "arrays"]
+    paper, corrected = records["paper"], records["corrected"]
+    # paper: the thesis's settings, nothing of the corrected protocol
+    assert paper[2]["config"]["method"]["variants"]["OGGN"]["step_size"] == 0.999
+    assert paper[2]["fitted"]["iterations"] == 5 and "converged" not in paper[2]["fitted"]
+    assert "adam_gradient_norm" not in paper[3]["fitted"]
+    # corrected: damped OGGN meets its stopping rule before its iteration budget; the L-GGN
+    # MAP is polished (gradient norm lowered)
+    oggn = corrected[2]
+    assert oggn["config"]["method"]["variants"]["OGGN"]["step_size"] == 0.1
+    assert oggn["fitted"]["converged"] is True
+    assert 20 <= oggn["fitted"]["iterations"] < 200
+    assert oggn["fitted"]["train_nll_band"] <= 1e-3
+    assert len(oggn["arrays"]["trace/train_nll"]) == oggn["fitted"]["iterations"]
+    laplace = corrected[3]["fitted"]
+    assert laplace["gradient_norm"] < laplace["adam_gradient_norm"]
+    written = render_report(SPECS[experiment], paper + corrected, tmp_path)
     text = next(p for p in written if p.suffix == ".md").read_text()
-    assert "## Anchors" in text and "missing" not in text.split("## Anchors")[1].split("##")[0]
+    anchors = text.split("## Anchors")[1].split("\n## ")[0]
+    assert "missing" not in anchors
+    assert "[protocol paper]" in anchors and "[protocol corrected]" in anchors
+    assert "Compact table (protocol corrected)" in text
 
 
 @pytest.mark.parametrize(("override", "message"), [
@@ -104,6 +127,20 @@ def test_bad_posterior_settings_write_nothing(override, message, tmp_path):
     cfg = compose_config(["experiment=ggn_thesis/figure-5.4", "scale=smoke", override,
                           f"results_dir={tmp_path}"])
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        execute(cfg, [override])
+    assert not any(tmp_path.rglob("record.json"))
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("method.variants.OGGN.stop_window=-3", "method.stop_window=-3"),
+    ("method.variants.VOGGN.stop_tolerance=0", "method.stop_tolerance=0"),
+    ("method.variants.LGVA.stop_window=500", "method.stop_window=500"),
+    ("method.variants.L-GGN.polish_iterations=-1", "method.polish_iterations=-1"),
+])
+def test_bad_corrected_protocol_settings_write_nothing(override, message, tmp_path):
+    cfg = compose_config(["experiment=ggn_thesis/figure-5.4", "scale=smoke",
+                          "protocol=corrected", override, f"results_dir={tmp_path}"])
+    with pytest.raises(ConfigError, match=message):
         execute(cfg, [override])
     assert not any(tmp_path.rglob("record.json"))
 

@@ -14,6 +14,12 @@ Update with step size ``gamma`` (notes section 5): ``g = 1/S sum_s sum_i J-hat^T
 ``mu_{t+1} = mu_t + gamma Lambda_{t+1}^-1 (g - delta mu_t)`` (eq. 4.2 with prior mean 0).
 By Theorem 4.1 this is the exact posterior of a Bayesian linear regression (tested). Draws are
 ``mu + L^-T z`` with ``L`` the Cholesky factor of the precision; everything is float64.
+
+The thesis runs a fixed number of iterations at ``gamma = 0.999``; the corrected protocol adds
+a stopping rule (:class:`bench.training.stopping.StoppingRule`): stop once the fit has
+settled, i.e. the last ``window`` values of the training negative log likelihood at the mean
+lie in a band of relative width ``tolerance`` and the precision has forgotten its start
+(``(1 - gamma)^t <= tolerance``), else after ``iterations``.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from bench.methods.laplace.ggn_laplace import GaussianPosterior, GGNPredictive, 
 from bench.methods.laplace.ggn_methods import FIT_STREAM, GGNPosteriorMethod
 from bench.models.glm_likelihoods import Likelihood
 from bench.models.mlp import MLPShape
+from bench.training.stopping import StoppingRule, forgetting_iterations
 
 ALGORITHMS = ("voggn", "lgva", "oggn")
 
@@ -114,14 +121,24 @@ class NaturalGradientTrace:
     train_nll: list[float] = field(default_factory=list)
 
 
+def has_settled(trace: NaturalGradientTrace, stopping: StoppingRule, step_size: float) -> bool:
+    """Whether the training NLL at the mean has settled and the precision has forgotten
+    ``Sigma_0`` to the rule's tolerance (:func:`forgetting_iterations`)."""
+    return (len(trace.train_nll) >= forgetting_iterations(step_size, stopping.tolerance)
+            and stopping.settled(trace.train_nll))
+
+
 def run_natural_gradient_vi(algorithm: str, network: MLPShape, x: Tensor, y: Tensor,
                             likelihood: Likelihood, prior_precision: float,
                             initial_mean: Tensor, *, step_size: float, iterations: int,
                             initial_variance: float, mc_samples: int,
-                            generator: torch.Generator) -> tuple[NaturalGradientState,
-                                                                 NaturalGradientTrace]:
-    """``iterations`` updates from ``N(initial_mean, initial_variance I)``; Monte Carlo draws
-    from ``generator``. Returns the final state and the monitored trace."""
+                            generator: torch.Generator,
+                            stopping: StoppingRule | None = None) -> tuple[NaturalGradientState,
+                                                                           NaturalGradientTrace]:
+    """At most ``iterations`` updates from ``N(initial_mean, initial_variance I)``, fewer when
+    ``stopping`` finds the run settled (:func:`has_settled`); Monte Carlo draws from
+    ``generator``. Returns the final state and the monitored trace."""
+    stopping = stopping or StoppingRule()
     require_choice("method.algorithm", algorithm, ALGORITHMS)
     step_size = require_step_size("method.step_size", step_size)
     require_positive("method.iterations", iterations)
@@ -141,6 +158,8 @@ def run_natural_gradient_vi(algorithm: str, network: MLPShape, x: Tensor, y: Ten
             f_mean = network.forward_1d(new.mean, x)
             trace.train_nll.append(float(-likelihood.log_prob(f_mean, y).sum()))
             state = new
+            if stopping.active and has_settled(trace, stopping, step_size):
+                break
     return state, trace
 
 
@@ -148,8 +167,9 @@ def run_natural_gradient_vi(algorithm: str, network: MLPShape, x: Tensor, y: Ten
 class NaturalGradientGGN(GGNPosteriorMethod):
     """VOGGN, LGVA or OGGN (``algorithm``) from ``N(mu_0, initial_variance I)`` with ``mu_0``
     the shared initialisation, ``iterations`` full-batch updates of step size ``step_size``
-    with ``mc_samples`` draws each (thesis: ``gamma = 0.999``, ``S = 1``, ``Sigma_0 = 0.1 I``).
-    The GLM predictive linearises at the final mean."""
+    with ``mc_samples`` draws each (thesis: ``gamma = 0.999``, ``S = 1``, ``Sigma_0 = 0.1 I``),
+    fewer when ``stop_window > 0`` and the :class:`StoppingRule` finds the training NLL
+    settled (:func:`has_settled`). The GLM predictive linearises at the final mean."""
 
     name: str = "VOGGN"
     algorithm: str = "voggn"
@@ -157,7 +177,10 @@ class NaturalGradientGGN(GGNPosteriorMethod):
     iterations: int = 1000
     initial_variance: float = 0.1
     mc_samples: int = 1
+    stop_window: int = 0
+    stop_tolerance: float = 0.0
     trace: NaturalGradientTrace | None = field(default=None, init=False, repr=False)
+    stopping: StoppingRule = field(default_factory=StoppingRule, init=False, repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -165,10 +188,17 @@ class NaturalGradientGGN(GGNPosteriorMethod):
         self.step_size = require_step_size("method.step_size", self.step_size)
         for key in ("iterations", "initial_variance", "mc_samples"):
             require_positive(f"method.{key}", getattr(self, key))
+        self.stopping = StoppingRule(self.stop_window, float(self.stop_tolerance))
+        if self.stop_window > self.iterations:
+            raise ConfigError(f"method.stop_window={self.stop_window} is not valid; it must "
+                              f"be at most method.iterations={self.iterations}")
 
     def fit(self, data: TrainingSet, seed: int, base: Any = None) -> dict[str, Any]:
         """Run the iterations; diagnostics: the last relative mean change, the last
-        ``log det Lambda`` and training NLL, and their values 10% of the run earlier."""
+        ``log det Lambda`` and training NLL, and their values 10% of the run earlier; with a
+        stopping rule also whether it stopped the run and the final bands of the training NLL
+        and (not part of the rule: it keeps moving while the mean drifts along flat
+        directions) of ``log det Lambda``."""
         x, y = data.train_inputs, data.train_labels
         network = self.network(int(x.shape[1]))
         state, trace = run_natural_gradient_vi(
@@ -176,15 +206,20 @@ class NaturalGradientGGN(GGNPosteriorMethod):
             self.initial_mean(network, seed), step_size=self.step_size,
             iterations=int(self.iterations), initial_variance=float(self.initial_variance),
             mc_samples=int(self.mc_samples),
-            generator=make_generator(derived_seed([seed, FIT_STREAM])))
+            generator=make_generator(derived_seed([seed, FIT_STREAM])), stopping=self.stopping)
         self.trace = trace
         self._finish(GGNPredictive(network, state.posterior, state.mean,
                                    self.likelihood_model()), seed)
         earlier = max(0, int(0.9 * len(trace.train_nll)) - 1)
-        return {"iterations": len(trace.train_nll),
-                "final_mean_change": trace.mean_change[-1],
-                "final_log_det_precision": trace.log_det_precision[-1],
-                "final_train_nll": trace.train_nll[-1],
-                "log_det_precision_at_90pc": trace.log_det_precision[earlier],
-                "train_nll_at_90pc": trace.train_nll[earlier],
-                "n_params": network.n_params}
+        diagnostics = {"iterations": len(trace.train_nll),
+                       "final_mean_change": trace.mean_change[-1],
+                       "final_log_det_precision": trace.log_det_precision[-1],
+                       "final_train_nll": trace.train_nll[-1],
+                       "log_det_precision_at_90pc": trace.log_det_precision[earlier],
+                       "train_nll_at_90pc": trace.train_nll[earlier],
+                       "n_params": network.n_params}
+        if self.stopping.active:
+            diagnostics["converged"] = has_settled(trace, self.stopping, self.step_size)
+            diagnostics["train_nll_band"] = self.stopping.band(trace.train_nll)
+            diagnostics["log_det_precision_band"] = self.stopping.band(trace.log_det_precision)
+        return diagnostics

@@ -16,6 +16,7 @@ GRID_METRICS = ("log_evidence", "train_ll", "test_ll")
 GRID_TITLES = {"log_evidence": "log marginal likelihood (Laplace-GGN)",
                "train_ll": "train log likelihood (mean)", "test_ll": "test log likelihood (mean)"}
 POSTERIORS = ("VOGGN", "LGVA", "OGGN", "L-GGN")
+PROTOCOLS = ("paper", "corrected")
 PREDICTIVE_ROWS = (("nn", "NN pred."), ("glm", "GLM pred."))
 
 
@@ -190,74 +191,92 @@ def classification_model_selection(records: list[dict[str, Any]], spec=None):
     return fig
 
 
-def _posterior_records(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The smallest seed's record of each posterior."""
-    chosen: dict[str, dict[str, Any]] = {}
-    for record in sorted(records, key=lambda r: r["seed"]):
-        chosen.setdefault(str(record["config"].get("posterior")), record)
-    return chosen
+def _protocol_posterior_records(records: list[dict[str, Any]]
+                                ) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per protocol (paper first), the smallest seed's record of each posterior."""
+    chosen: dict[str, dict[str, dict[str, Any]]] = {}
+    order = {name: k for k, name in enumerate(PROTOCOLS)}
+    for record in sorted(records, key=lambda r: (order.get(r.get("protocol"), len(order)),
+                                                 r["seed"])):
+        chosen.setdefault(str(record.get("protocol")), {}).setdefault(
+            str(record["config"].get("posterior")), record)
+    return chosen or {"paper": {}}
+
+
+def _missing(ax) -> None:
+    ax.text(0.5, 0.5, "missing", ha="center", transform=ax.transAxes)
 
 
 def regression_predictives(records: list[dict[str, Any]], spec=None):
-    """Figure 5.4: rows NN / GLM predictive, columns VOGGN, LGVA, OGGN, L-GGN; mean +- 2 sd of
-    the function (sigma^2 not added, notes 7.4) and three joint samples; x in [0, 6]."""
-    chosen = _posterior_records(records)
-    fig, axes = plt.subplots(2, len(POSTERIORS), figsize=(13, 5.5), sharex=True, sharey=True)
-    for column, posterior in enumerate(POSTERIORS):
-        record = chosen.get(posterior)
-        for row, (kind, label) in enumerate(PREDICTIVE_ROWS):
-            ax = axes[row, column]
-            ax.set_title(f"{posterior}: {label}", fontsize=9)
-            if record is None or f"{kind}/mean" not in record["arrays"]:
-                ax.text(0.5, 0.5, "missing", ha="center", transform=ax.transAxes)
-                continue
-            arrays = record["arrays"]
-            x, mean, sd = arrays["x_plot"], arrays[f"{kind}/mean"], arrays[f"{kind}/sd"]
-            ax.fill_between(x, [m - 2 * s for m, s in zip(mean, sd, strict=True)],
-                            [m + 2 * s for m, s in zip(mean, sd, strict=True)],
-                            color="tab:blue", alpha=0.25, linewidth=0)
-            ax.plot(x, mean, color="tab:blue", linewidth=1)
-            for s in range(3):
-                if f"{kind}/sample_{s}" in arrays:
-                    ax.plot(x, arrays[f"{kind}/sample_{s}"], color="tab:orange", linewidth=0.6,
-                            alpha=0.8)
-            ax.scatter(arrays["x_train"], arrays["y_train"], s=2, color="black")
-            ax.set_xlim(0, 6)
-            ax.set_ylim(-3, 2)
-    fig.suptitle("Snelson with a gap: mean +- 2 sd (function space) and three joint samples",
-                 fontsize=9)
+    """Figure 5.4: per protocol the rows NN / GLM predictive, columns VOGGN, LGVA, OGGN,
+    L-GGN; mean +- 2 sd of the function (sigma^2 not added, notes 7.4) and three joint
+    samples; x in [0, 6]."""
+    by_protocol = _protocol_posterior_records(records)
+    n_rows = 2 * len(by_protocol)
+    fig, axes = plt.subplots(n_rows, len(POSTERIORS), figsize=(13, 2.75 * n_rows),
+                             sharex=True, sharey=True, squeeze=False)
+    for block, (protocol, chosen) in enumerate(by_protocol.items()):
+        for column, posterior in enumerate(POSTERIORS):
+            record = chosen.get(posterior)
+            for offset, (kind, label) in enumerate(PREDICTIVE_ROWS):
+                ax = axes[2 * block + offset, column]
+                ax.set_title(f"{posterior}: {label} [{protocol}]", fontsize=9)
+                if record is None or f"{kind}/mean" not in record["arrays"]:
+                    _missing(ax)
+                    continue
+                _regression_panel(ax, record["arrays"], kind)
+    fig.suptitle("Snelson with a gap: mean +- 2 sd (function space) and three joint samples; "
+                 "protocol in brackets", fontsize=9)
     fig.tight_layout()
     return fig
 
 
+def _regression_panel(ax, arrays: dict[str, Any], kind: str) -> None:
+    x, mean, sd = arrays["x_plot"], arrays[f"{kind}/mean"], arrays[f"{kind}/sd"]
+    ax.fill_between(x, [m - 2 * s for m, s in zip(mean, sd, strict=True)],
+                    [m + 2 * s for m, s in zip(mean, sd, strict=True)],
+                    color="tab:blue", alpha=0.25, linewidth=0)
+    ax.plot(x, mean, color="tab:blue", linewidth=1)
+    for s in range(3):
+        if f"{kind}/sample_{s}" in arrays:
+            ax.plot(x, arrays[f"{kind}/sample_{s}"], color="tab:orange", linewidth=0.6,
+                    alpha=0.8)
+    ax.scatter(arrays["x_train"], arrays["y_train"], s=2, color="black")
+    ax.set_xlim(0, 6)
+    ax.set_ylim(-3, 2)
+
+
 def classification_predictives(records: list[dict[str, Any]], spec=None):
-    """Figure 5.5: (a) rows NN / GLM predictive mean, columns VOGGN, LGVA, OGGN, L-GGN;
-    (b) the L-GGN posterior's BLR model sd ``sqrt(Lambda J Sigma J^T Lambda)`` and noise sd
-    ``sqrt(Lambda)``."""
-    chosen = _posterior_records(records)
-    fig, axes = plt.subplots(2, len(POSTERIORS) + 1, figsize=(15, 6))
+    """Figure 5.5: per protocol (a) the rows NN / GLM predictive mean, columns VOGGN, LGVA,
+    OGGN, L-GGN; (b) the L-GGN posterior's BLR model sd ``sqrt(Lambda J Sigma J^T Lambda)``
+    and noise sd ``sqrt(Lambda)``."""
+    by_protocol = _protocol_posterior_records(records)
+    n_rows = 2 * len(by_protocol)
+    fig, axes = plt.subplots(n_rows, len(POSTERIORS) + 1, figsize=(15, 3 * n_rows),
+                             squeeze=False)
     image = None
-    for column, posterior in enumerate(POSTERIORS):
-        record = chosen.get(posterior)
-        for row, (kind, label) in enumerate(PREDICTIVE_ROWS):
-            ax = axes[row, column]
-            ax.set_title(f"{posterior}: {label}", fontsize=9)
-            if record is None or f"{kind}/probability" not in record["arrays"]:
-                ax.text(0.5, 0.5, "missing", ha="center", transform=ax.transAxes)
+    for block, (protocol, chosen) in enumerate(by_protocol.items()):
+        for column, posterior in enumerate(POSTERIORS):
+            record = chosen.get(posterior)
+            for offset, (kind, label) in enumerate(PREDICTIVE_ROWS):
+                ax = axes[2 * block + offset, column]
+                ax.set_title(f"{posterior}: {label} [{protocol}]", fontsize=9)
+                if record is None or f"{kind}/probability" not in record["arrays"]:
+                    _missing(ax)
+                    continue
+                image = _contour(ax, record["arrays"], record["arrays"][f"{kind}/probability"],
+                                 record["fitted"]["plot_shape"], levels=PROBABILITY_LEVELS)
+        laplace = chosen.get("L-GGN")
+        for offset, (name, title) in enumerate((("blr/model_sd", "L-GGN model sd"),
+                                                ("blr/noise_sd", "noise sd sqrt(Lambda)"))):
+            ax = axes[2 * block + offset, len(POSTERIORS)]
+            ax.set_title(f"{title} [{protocol}]", fontsize=9)
+            if laplace is None or name not in laplace["arrays"]:
+                _missing(ax)
                 continue
-            image = _contour(ax, record["arrays"], record["arrays"][f"{kind}/probability"],
-                             record["fitted"]["plot_shape"], levels=PROBABILITY_LEVELS)
+            sd_image = _contour(ax, laplace["arrays"], laplace["arrays"][name],
+                                laplace["fitted"]["plot_shape"], cmap="viridis")
+            fig.colorbar(sd_image, ax=ax, fraction=0.046)
     if image is not None:
         fig.colorbar(image, ax=axes[:, :len(POSTERIORS)].ravel().tolist(), fraction=0.015)
-    laplace = chosen.get("L-GGN")
-    for row, (name, title) in enumerate((("blr/model_sd", "L-GGN model sd"),
-                                         ("blr/noise_sd", "noise sd sqrt(Lambda)"))):
-        ax = axes[row, len(POSTERIORS)]
-        ax.set_title(title, fontsize=9)
-        if laplace is None or name not in laplace["arrays"]:
-            ax.text(0.5, 0.5, "missing", ha="center", transform=ax.transAxes)
-            continue
-        sd_image = _contour(ax, laplace["arrays"], laplace["arrays"][name],
-                            laplace["fitted"]["plot_shape"], cmap="viridis")
-        fig.colorbar(sd_image, ax=ax, fraction=0.046)
     return fig

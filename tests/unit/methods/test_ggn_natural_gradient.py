@@ -18,13 +18,17 @@ from bench.methods.variational.ggn_natural_gradient import (
     ALGORITHMS,
     NaturalGradientGGN,
     NaturalGradientState,
+    NaturalGradientTrace,
     ggn_pseudo_data,
+    has_settled,
     natural_gradient_step,
     require_step_size,
+    run_natural_gradient_vi,
 )
 from bench.models.glm_likelihoods import BernoulliLikelihood, GaussianLikelihood
 from bench.predictive.categorical import Categorical
 from bench.predictive.densities import Gaussian
+from bench.training.stopping import StoppingRule, forgetting_iterations
 from tests.unit.methods.test_ggn_laplace import (
     DELTA,
     LIKELIHOODS,
@@ -190,3 +194,66 @@ def test_laplace_ggn_method_reports_stationarity_and_evidence():
     assert nn.shape == glm.shape == (20, len(y))
     assert isinstance(method.model.likelihood, GaussianLikelihood)
     assert not isinstance(method.model.likelihood, BernoulliLikelihood)
+
+
+@pytest.mark.parametrize("likelihood", sorted(LIKELIHOODS))
+def test_damped_oggn_stops_once_settled_on_the_prefix_of_the_full_run(likelihood):
+    x, y = toy_data(likelihood)
+    lik = LIKELIHOODS[likelihood]
+    start = random_theta(0)
+    settings = dict(step_size=0.1, initial_variance=0.1, mc_samples=1)
+    rule = StoppingRule(window=10, tolerance=1e-3)
+    stopped_state, stopped = run_natural_gradient_vi(
+        "oggn", TINY, x, y, lik, DELTA, start, iterations=400, generator=make_generator(0),
+        stopping=rule, **settings)
+    full_state, full = run_natural_gradient_vi(
+        "oggn", TINY, x, y, lik, DELTA, start, iterations=400, generator=make_generator(0),
+        **settings)
+    k = len(stopped.train_nll)
+    assert forgetting_iterations(0.1, 1e-3) == 66 and forgetting_iterations(1.0, 1e-3) == 1
+    assert max(rule.window, 66) <= k < 400 and has_settled(stopped, rule, 0.1)
+    assert rule.settled(stopped.train_nll) and 0.9**k <= 1e-3
+    assert not any(has_settled(NaturalGradientTrace(stopped.mean_change[:j],
+                                                    stopped.log_det_precision[:j],
+                                                    stopped.train_nll[:j]), rule, 0.1)
+                   for j in range(k))
+    assert stopped.train_nll == full.train_nll[:k]  # deterministic: the same iterates
+    assert len(full.train_nll) == 400
+    # stopping lost (almost) nothing: the 400-iteration run ends at nearly the same fit
+    assert abs(full.train_nll[-1] - stopped.train_nll[-1]) <= 1e-2 * abs(full.train_nll[-1])
+    assert stopped.train_nll[-1] < 0.5 * stopped.train_nll[0]
+    torch.testing.assert_close(full_state.mean, stopped_state.mean, rtol=0, atol=0.5)
+
+
+def test_stopping_settings_reach_the_method_and_are_checked():
+    x, y = toy_data("gaussian")
+    method = NaturalGradientGGN(algorithm="oggn", likelihood="gaussian", prior_precision=DELTA,
+                                noise_variance=NOISE, hidden=(6, 6), step_size=0.1,
+                                iterations=300, stop_window=10, stop_tolerance=1e-3,
+                                n_predictive_samples=5)
+    diagnostics = method.fit(TrainingSet(x, y), seed=1)
+    assert diagnostics["converged"] and diagnostics["iterations"] < 300
+    assert diagnostics["train_nll_band"] <= 1e-3 and diagnostics["iterations"] >= 66
+    assert diagnostics["log_det_precision_band"] >= 0
+    unstopped = NaturalGradientGGN(algorithm="oggn", iterations=3, n_predictive_samples=5)
+    assert "converged" not in unstopped.fit(TrainingSet(x, y), seed=1)
+    with pytest.raises(ConfigError, match="method.stop_window=20 .* method.iterations=10"):
+        NaturalGradientGGN(iterations=10, stop_window=20, stop_tolerance=1e-3)
+    with pytest.raises(ConfigError, match="method.stop_tolerance"):
+        NaturalGradientGGN(stop_window=5)
+
+
+def test_laplace_ggn_polish_reaches_a_stationary_map():
+    x, y = toy_data("bernoulli")
+    settings = dict(likelihood="bernoulli", prior_precision=DELTA, hidden=(6, 6), lr=1e-2,
+                    steps=200, n_predictive_samples=5)
+    rough = LaplaceGGN(**settings).fit(TrainingSet(x, y), seed=0)
+    method = LaplaceGGN(polish_iterations=2000, polish_tolerance=1e-6, **settings)
+    polished = method.fit(TrainingSet(x, y), seed=0)
+    assert polished["adam_gradient_norm"] == pytest.approx(rough["gradient_norm"])
+    assert rough["gradient_norm"] > 1e-2 and polished["gradient_norm"] < 1e-5
+    assert 0 < polished["polish_iterations"] <= 2000
+    # at a stationary theta* eq. 3.12's BLR mean is theta* itself
+    assert polished["blr_mean_shift"] < 1e-5 < rough["blr_mean_shift"]
+    with pytest.raises(ConfigError, match="method.polish_tolerance"):
+        LaplaceGGN(polish_iterations=10, polish_tolerance=0.0)
