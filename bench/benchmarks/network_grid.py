@@ -22,11 +22,10 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 
-from bench.benchmarks.network_ssla import machine
+from bench.benchmarks.network_ssla import machine, publish
 from bench.datasets.snelson import SnelsonGapData
 from bench.harness.rng import make_generator
 from bench.harness.timing import timed
@@ -130,10 +129,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     info = machine()
     report = render(sys.argv[1:] if argv is None else argv, cfg, info, bench_grid(cfg))
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(report)
-    print(report)
+    publish(report, args.out)
 
 
 if __name__ == "__main__":

@@ -148,6 +148,14 @@ def bench_paper(splits, cfg) -> dict:
             "grid": cfg["paper_grid"]}
 
 
+def publish(report: str, out: str | Path | None) -> None:
+    """Print a benchmark's Markdown report and, given a path, write it there too."""
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(report)
+    print(report)
+
+
 def machine() -> dict:
     """CPU, threads, versions and the commit, for the report header."""
     sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -250,10 +258,7 @@ def main(argv: list[str] | None = None) -> None:
     la = bench_la(splits, base, x_test, ref["assla_predict"], cfg)
     refit = bench_refits(splits, base, x_test, cfg)
     paper = bench_paper(splits, cfg)
-    report = render(argv, args.quick, info, cfg, base, ref, la, refit, paper)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(report)
-    print(report)
+    publish(render(argv, args.quick, info, cfg, base, ref, la, refit, paper), args.out)
 
 
 if __name__ == "__main__":

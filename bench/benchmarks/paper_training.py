@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import torch
 
-from bench.benchmarks.network_ssla import machine
+from bench.benchmarks.network_ssla import machine, publish
 from bench.harness.timing import timed
 from bench.harness.tuned import load_tuned
 from bench.training.regression_network import train_paper_mlp
@@ -99,10 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = [(label, bench_problem(make, tuned, max_epochs, args.repeats))
             for label, make, tuned in todo]
     report = render(sys.argv[1:] if argv is None else argv, info, args.quick, rows)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(report)
-    print(report)
+    publish(report, args.out)
 
 
 if __name__ == "__main__":

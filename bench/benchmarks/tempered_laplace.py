@@ -27,14 +27,13 @@ import statistics
 import sys
 import threading
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from bench.benchmarks.network_ssla import machine
+from bench.benchmarks.network_ssla import machine, publish
 from bench.harness.rng import make_generator
 from bench.harness.timing import Stopwatch, timed
 from bench.methods.laplace.tempered import TemperedLaplace
@@ -227,10 +226,7 @@ def main(argv: list[str] | None = None) -> None:
     pred = bench_predictive(cfg, args.device)
     memory = bench_memory(cfg, args.device)
     report = render(sys.argv[1:] if argv is None else argv, cfg, info, args.device, pred, memory)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(report)
-    print(report)
+    publish(report, args.out)
 
 
 if __name__ == "__main__":
