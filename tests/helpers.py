@@ -44,3 +44,21 @@ def nan_task(cfg: DictConfig) -> TaskResult:
     result = TaskResult()
     result.add("row", "value", float("nan"))
     return result
+
+
+def config_error_line(overrides: list[str], results_dir: Path, capsys, monkeypatch) -> str:
+    """Run ``bench.run`` on ``overrides``; assert it stops with exit code 2 and one stderr line
+    starting with ``error: ``, and return that line."""
+    import sys
+
+    import pytest
+
+    from bench.cli.run import main as run_main
+
+    monkeypatch.setattr(sys, "argv", ["bench.run"])
+    with pytest.raises(SystemExit) as stopped:
+        run_main([*overrides, f"results_dir={results_dir}"])
+    assert stopped.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]

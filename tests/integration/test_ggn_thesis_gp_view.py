@@ -5,7 +5,6 @@ figure and anchors, and bad input stopping with one line (exit 2, nothing writte
 from __future__ import annotations
 
 import math
-import sys
 
 import pytest
 
@@ -13,7 +12,7 @@ from bench.harness.jobs import execute
 from bench.reporting.render import render_report
 from bench.reporting.specs import SPECS
 from bench.tasks.gp_explanations import CHECK_ROW, ROW
-from tests.helpers import compose_config
+from tests.helpers import compose_config, config_error_line
 
 EXPERIMENT = "ggn_thesis/figure-5.6"
 
@@ -101,14 +100,7 @@ def test_report_renders_the_figure_and_anchors(record, tmp_path):
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(override, expected, tmp_path, capsys,
                                                          monkeypatch):
-    from bench.cli.run import main as run_main
-
-    monkeypatch.setattr(sys, "argv", ["bench.run"])
-    with pytest.raises(SystemExit) as stopped:
-        run_main([f"experiment={EXPERIMENT}", "scale=smoke", f"results_dir={tmp_path}",
-                  override])
-    assert stopped.value.code == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ")
-    assert expected in lines[0]
+    line = config_error_line([f"experiment={EXPERIMENT}", "scale=smoke", override], tmp_path,
+                             capsys, monkeypatch)
+    assert expected in line
     assert not (tmp_path / "ggn_thesis").exists() and not (tmp_path / "networks").exists()

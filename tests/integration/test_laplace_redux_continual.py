@@ -4,8 +4,6 @@ every task and gives the same cells, the report, and bad input stopping with one
 
 from __future__ import annotations
 
-import sys
-
 import pytest
 import torch
 from hydra.utils import instantiate
@@ -19,7 +17,7 @@ from bench.harness.records import iter_records
 from bench.models.classifiers import build_classifier
 from bench.reporting.render import render_report
 from bench.reporting.specs import SPECS
-from tests.helpers import compose_config
+from tests.helpers import compose_config, config_error_line
 
 EXPERIMENT = "laplace_redux/continual-learning"
 N_TASKS = 3  # smoke scale
@@ -132,14 +130,8 @@ def test_report_renders_matrices_and_anchors(results, tmp_path):
 ])
 def test_bad_input_stops_with_one_line_and_writes_nothing(override, expected, tmp_path, capsys,
                                                           monkeypatch):
-    from bench.cli.run import main as run_main
-
-    monkeypatch.setattr(sys, "argv", ["bench.run"])
-    with pytest.raises(SystemExit) as stopped:
-        run_main([f"experiment={EXPERIMENT}", "scale=smoke", f"results_dir={tmp_path}",
-                  override])
-    assert stopped.value.code == 2
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0]
+    line = config_error_line([f"experiment={EXPERIMENT}", "scale=smoke", override], tmp_path,
+                             capsys, monkeypatch)
+    assert expected in line
     assert not (tmp_path / "laplace_redux").exists()
     assert not (tmp_path / "states").exists()

@@ -203,6 +203,22 @@ def _protocol_posterior_records(records: list[dict[str, Any]]
     return chosen or {"paper": {}}
 
 
+def _predictive_panels(by_protocol: dict, axes, array: str):
+    """Title every NN / GLM panel (two rows per protocol, a column per posterior), mark those
+    whose record lacks ``<kind>/<array>`` missing, and yield ``(ax, record, kind)`` for the
+    rest."""
+    for block, (protocol, chosen) in enumerate(by_protocol.items()):
+        for column, posterior in enumerate(POSTERIORS):
+            record = chosen.get(posterior)
+            for offset, (kind, label) in enumerate(PREDICTIVE_ROWS):
+                ax = axes[2 * block + offset, column]
+                ax.set_title(f"{posterior}: {label} [{protocol}]", fontsize=9)
+                if record is None or f"{kind}/{array}" not in record["arrays"]:
+                    _missing(ax)
+                    continue
+                yield ax, record, kind
+
+
 def _missing(ax) -> None:
     ax.text(0.5, 0.5, "missing", ha="center", transform=ax.transAxes)
 
@@ -215,16 +231,8 @@ def regression_predictives(records: list[dict[str, Any]], spec=None):
     n_rows = 2 * len(by_protocol)
     fig, axes = plt.subplots(n_rows, len(POSTERIORS), figsize=(13, 2.75 * n_rows),
                              sharex=True, sharey=True, squeeze=False)
-    for block, (protocol, chosen) in enumerate(by_protocol.items()):
-        for column, posterior in enumerate(POSTERIORS):
-            record = chosen.get(posterior)
-            for offset, (kind, label) in enumerate(PREDICTIVE_ROWS):
-                ax = axes[2 * block + offset, column]
-                ax.set_title(f"{posterior}: {label} [{protocol}]", fontsize=9)
-                if record is None or f"{kind}/mean" not in record["arrays"]:
-                    _missing(ax)
-                    continue
-                _regression_panel(ax, record["arrays"], kind)
+    for ax, record, kind in _predictive_panels(by_protocol, axes, "mean"):
+        _regression_panel(ax, record["arrays"], kind)
     fig.suptitle("Snelson with a gap: mean +- 2 sd (function space) and three joint samples; "
                  "protocol in brackets", fontsize=9)
     fig.tight_layout()
@@ -255,17 +263,10 @@ def classification_predictives(records: list[dict[str, Any]], spec=None):
     fig, axes = plt.subplots(n_rows, len(POSTERIORS) + 1, figsize=(15, 3 * n_rows),
                              squeeze=False)
     image = None
+    for ax, record, kind in _predictive_panels(by_protocol, axes, "probability"):
+        image = _contour(ax, record["arrays"], record["arrays"][f"{kind}/probability"],
+                         record["fitted"]["plot_shape"], levels=PROBABILITY_LEVELS)
     for block, (protocol, chosen) in enumerate(by_protocol.items()):
-        for column, posterior in enumerate(POSTERIORS):
-            record = chosen.get(posterior)
-            for offset, (kind, label) in enumerate(PREDICTIVE_ROWS):
-                ax = axes[2 * block + offset, column]
-                ax.set_title(f"{posterior}: {label} [{protocol}]", fontsize=9)
-                if record is None or f"{kind}/probability" not in record["arrays"]:
-                    _missing(ax)
-                    continue
-                image = _contour(ax, record["arrays"], record["arrays"][f"{kind}/probability"],
-                                 record["fitted"]["plot_shape"], levels=PROBABILITY_LEVELS)
         laplace = chosen.get("L-GGN")
         for offset, (name, title) in enumerate((("blr/model_sd", "L-GGN model sd"),
                                                 ("blr/noise_sd", "noise sd sqrt(Lambda)"))):
