@@ -267,10 +267,10 @@ def _backtrack(problem: LogJointProblem, thetas: Tensor, rows: Tensor, values: T
     return moved, moved & (alpha == 1), new
 
 
-def gradient_norm(problem: LogJointProblem, thetas: Tensor) -> Tensor:
-    """``|grad Phi_r|`` at ``thetas`` ``[R, q]`` (one refit per row)."""
+def gradient_norm(problem: LogJointProblem, thetas: Tensor, rows: Tensor | None = None) -> Tensor:
+    """``|grad Phi_r|`` at ``thetas[k]`` for ``r = rows[k]`` (default: ``r = k``)."""
     variable = thetas.detach().clone().requires_grad_(True)
-    rows = torch.arange(len(thetas))
+    rows = torch.arange(len(thetas)) if rows is None else torch.as_tensor(rows)
     (gradient,) = torch.autograd.grad(problem.values(variable, rows).sum(), variable)
     return gradient.norm(dim=-1)
 
