@@ -53,7 +53,7 @@ REFIT_NOTE = ("Corrected SSLA refit: damped Newton on the exact log joint of D +
               "point's rank-one term, Armijo backtracking, Levenberg-Marquardt damping), from "
               "the MAP of D (reached from theta-hat by the same solver); converged when "
               "|grad log joint| <= 1e-6, at most 100 Newton steps (500 for the MAP of D; "
-              "smoke scale: 2 and 10). The anchors below count refits that stopped short.")
+              "smoke scale: 1 and 5). The anchors below count refits that stopped short.")
 
 TABLE_2 = ArtifactSpec(
     paper="ssla",
