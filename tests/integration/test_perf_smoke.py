@@ -24,3 +24,16 @@ def test_perf_quick_writes_the_three_ratio_rows(tmp_path):
         rows = [line for line in lines if line.startswith(prefix)]
         assert len(rows) == 1, f"missing ratio row {prefix!r}"
         assert rows[0].rstrip().endswith(("| PASS |", "| MISS |")), rows[0]
+
+
+@pytest.mark.slow
+def test_ssla_refit_benchmark_writes_its_three_rows(tmp_path):
+    """The refit comparison runs at a tiny size and reports the three refits side by side."""
+    out = tmp_path / "refit-perf.md"
+    proc = subprocess.run([sys.executable, "-m", "bench.benchmarks.ssla_refit", "--n-test", "1",
+                           "--grid", "5", "--out", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    lines = out.read_text().splitlines()
+    for prefix in ("| one Gauss-Newton step", "| damped Newton to the MAP", "| L-BFGS refits"):
+        assert sum(line.startswith(prefix) for line in lines) == 1, prefix
