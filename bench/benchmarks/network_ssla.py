@@ -4,7 +4,9 @@
 network (1-50-50-1 ReLU MLP, p = 2701) on the heteroscedastic toy data (seed 42) and times,
 on that same network: (1) ASSLA against the naive reference that builds and Cholesky-factors
 the dense p x p augmented Fisher for every (test x, grid y); (2) ASSLA's predictive against
-laplace-torch's full-GGN GLM predictive; (3) the SSLA Newton refit against the SGD refit.
+laplace-torch's full-GGN GLM predictive; (3) the SSLA one-step Gauss-Newton refit
+(``refit=gauss_newton``) against the SGD refit. The converged refit (``refit=newton``) is
+compared in :mod:`bench.benchmarks.ssla_refit`.
 It also times one paper-protocol SSLA (K-FAC) run for context. Each repeated timing is the
 median of a few calls after an untimed warm-up call, with CUDA synchronised before every clock
 read (:mod:`bench.harness.timing`); both sides of every ratio are measured the same way in the
@@ -106,7 +108,7 @@ def bench_la(splits, base, x_test, assla_predict: float, cfg) -> dict:
                                     warmup=0)  # the cold call above was the warm-up
         warms.append(seconds)
     la_var = f_var.reshape(-1).double() + base.noise_variance
-    newton = NetworkSSLA(structure="dense", protocol="corrected", refit="newton")
+    newton = NetworkSSLA(structure="dense", protocol="corrected", refit="gauss_newton")
     newton.fit(splits, 42, base)
     t_newton, density = timed(lambda: newton.predict(xs), cfg["repeats"])
     rel = (density.variance - la_var).abs() / la_var
@@ -121,7 +123,8 @@ def bench_refits(splits, base, x_test, cfg) -> dict:
     xs = x_test[: cfg["sgd_points"]]
     out = {}
     for refit in ("newton", "sgd"):
-        model = NetworkSSLA(structure="dense", protocol="corrected", refit=refit, refit_lr=1e-3)
+        model = NetworkSSLA(structure="dense", protocol="corrected",
+                            refit="gauss_newton" if refit == "newton" else refit, refit_lr=1e-3)
         model.fit(splits, 42, base)
         repeats = cfg["repeats"] if refit == "newton" else cfg["sgd_repeats"]
         out[refit], out[refit + "_density"] = timed(lambda m=model: m.predict(xs), repeats)

@@ -55,7 +55,9 @@ class Method(Protocol):
 
     ``fit`` returns diagnostics as plain JSON values (fitted hyperparameters, acceptance
     rates, epochs run, ...). ``predict(x)`` returns the predictive over y at the inputs ``x``
-    (``None`` for models without inputs): a :mod:`bench.predictive` object.
+    (``None`` for models without inputs): a :mod:`bench.predictive` object. A method may also
+    define ``prediction_diagnostics() -> dict[str, float]`` about its last prediction (how
+    its refits converged, say); the regression tasks record them as metrics.
     """
 
     name: str

@@ -182,11 +182,14 @@ def anchor_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.DataFr
     """One line per anchor of the spec: label, paper, ours, verdict, cause.
 
     An anchor whose getter finds nothing in the records (LookupError or ValueError) is
-    ``missing``, with the error as its cause.
+    ``missing``, with the error as its cause. An anchor whose ``applies`` says no is left
+    out.
     """
     ok_records = [r for r in records if r.get("status") == "ok"]
     lines = []
     for anchor in spec.anchors:
+        if anchor.applies is not None and not anchor.applies(ok_records):
+            continue
         rule = anchor.rule or spec.rule
         paper = PaperValue(spec.artifact, anchor.label, "", anchor.paper)
         cause = spec.cause_for("*", anchor.label, "")

@@ -36,6 +36,8 @@ class Anchor:
     defaults to the spec's default rule. ``cause``, when given, also receives the ok records
     and returns the anchor's cause (shown unless it agrees) in place of the spec's
     ``causes``, for a cause that quotes numbers of the records (LookupError: none).
+    ``applies``, when given, receives the ok records and says whether the anchor is shown
+    at all (a harness check of an opt-in method setting, say).
     """
 
     label: str
@@ -43,6 +45,7 @@ class Anchor:
     ours: AnchorValue
     rule: VerdictRule | None = None
     cause: Callable[[list[dict[str, Any]]], str] | None = None
+    applies: Callable[[list[dict[str, Any]]], bool] | None = None
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,8 @@ def score_method(cfg: DictConfig, method: Method, splits, base, row: str,
                  result: TaskResult) -> None:
     """Fit ``method`` (on ``base``, None for methods without one), predict the test set and
     add row ``row``'s cells, timing, fitted values and predictive mean/sd arrays to
-    ``result``."""
+    ``result``; a method's optional ``prediction_diagnostics()`` (e.g. SSLA's refit
+    convergence) become metrics ``<row>/<name>``."""
     watch = Stopwatch()
     diagnostics = method.fit(splits, int(cfg.seed), base)
     predictive = method.predict(splits.x_test)
@@ -73,6 +74,9 @@ def score_method(cfg: DictConfig, method: Method, splits, base, row: str,
     for column, value in scores.items():
         result.add(row, column, value)
     result.fitted[row] = _plain(diagnostics)
+    diagnose = getattr(method, "prediction_diagnostics", None)
+    for name, value in (diagnose() if diagnose is not None else {}).items():
+        result.metrics[f"{row}/{name}"] = float(value)
     result.arrays[f"{row}/mean"] = predictive.mean.double().tolist()
     result.arrays[f"{row}/sd"] = predictive.variance.double().sqrt().tolist()
 

@@ -36,3 +36,16 @@ def test_paper_training_benchmark_times_both_loops_to_the_same_weights(tmp_path)
     assert len(rows) == 1
     cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
     assert cells[1] == "3" and cells[-1] == "yes" and float(cells[-2].rstrip("x")) > 0
+
+
+@pytest.mark.slow
+def test_ssla_refit_benchmark_writes_its_three_rows(tmp_path):
+    """The refit comparison runs at a tiny size and reports the three refits side by side."""
+    out = tmp_path / "refit-perf.md"
+    proc = subprocess.run([sys.executable, "-m", "bench.benchmarks.ssla_refit", "--n-test", "1",
+                           "--grid", "5", "--out", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    lines = out.read_text().splitlines()
+    for prefix in ("| one Gauss-Newton step", "| damped Newton to the MAP", "| L-BFGS refits"):
+        assert sum(line.startswith(prefix) for line in lines) == 1, prefix

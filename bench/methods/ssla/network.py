@@ -17,7 +17,7 @@ grid curvature still makes it one scalar.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import torch
@@ -29,11 +29,22 @@ from bench.curvature.structures import STRUCTURES, empirical_fisher_weights, ggn
 from bench.datasets.regression import RegressionSplits
 from bench.harness.errors import ConfigError, require_choice
 from bench.predictive.densities import QuadratureDensity, kde_bandwidth_gaussian
+from bench.training.newton_refit import (
+    LogJointProblem,
+    NewtonSettings,
+    RankOnePreconditioner,
+    RefitOutcome,
+    damped_newton,
+)
 from bench.training.refit import SGDRefitSettings, batched_outputs, newton_refits, sgd_refits
 from bench.training.regression_network import TrainedNetwork
 
 PROTOCOLS = ("paper", "corrected")
 CURVATURES = ("ggn", "empirical_fisher")
+# sgd: the authors' 10-epoch Adam refit; newton: damped Newton to the MAP of D + (x, y)
+# (corrected protocol); gauss_newton: ``newton_steps`` undamped Gauss-Newton steps from
+# theta-hat (the former corrected refit, kept for comparison).
+REFITS = ("sgd", "newton", "gauss_newton")
 # The SGD refits draw from generator stream ``seed * 3 + index`` of their structure here, fixed
 # apart from the structure registry so that a new structure moves no existing draws.
 REFIT_STREAMS = ("diag", "kfac", "dense")
@@ -71,6 +82,7 @@ class _NetworkLaplaceBase:
         require_choice("protocol.name", self.protocol, PROTOCOLS)
         require_choice("method.curvature", self.curvature, CURVATURES)
         self.base, self.seed = base, seed
+        self.anchor = base.theta
         dtype = base.theta.dtype
         self.x, self.y = data.x_train.to(dtype), data.y_train[:, 0].to(dtype)
         self.y_std = float(self.y.std(unbiased=False))
@@ -135,14 +147,17 @@ class _NetworkLaplaceBase:
 
     def _grid(self, x: Tensor, m: int) -> tuple[Tensor, Tensor, Tensor | None]:
         """Plug-in predictions ``[N]``, the candidate-y grid ``[N, m]`` and, for the corrected
-        protocol, ``u^T H^-1 u`` at theta-hat ``[N]`` (which sets the grid's width and is
-        reused by the curvature increments; None for the paper protocol)."""
-        y_hat = self.base.predict(x)
+        protocol, ``u^T H^-1 u`` at the anchor ``[N]`` (which sets the grid's width and is
+        reused by the curvature increments; None for the paper protocol). The anchor is
+        theta-hat, except for SSLA's converged refit (the MAP of D, see
+        :meth:`NetworkSSLA.fit`)."""
+        with torch.no_grad():
+            y_hat = self.base.shape.forward_1d(self.anchor, x)
         if self.protocol == "paper":
             offsets = torch.linspace(-self.grid_width * self.y_std, self.grid_width * self.y_std,
                                      m, dtype=y_hat.dtype)
             return y_hat, y_hat.unsqueeze(-1) + offsets, None
-        u_inv_u = self._u_inv_u(self.base.theta.expand(len(x), -1), x)
+        u_inv_u = self._u_inv_u(self.anchor.expand(len(x), -1), x)
         sd = (self.base.noise_variance * (1 + u_inv_u)).sqrt()
         steps = torch.linspace(-self.fine_grid_sds, self.fine_grid_sds, self.fine_grid_points,
                                dtype=y_hat.dtype)
@@ -200,7 +215,19 @@ class NetworkASSLA(_NetworkLaplaceBase):
 
 @dataclass
 class NetworkSSLA(_NetworkLaplaceBase):
-    """SSLA: a refit of the network on D plus each (x, grid y), then eq. 12 at the refit."""
+    """SSLA: a refit of the network on D plus each (x, grid y), then eq. 12 at the refit.
+
+    ``refit="newton"`` (corrected protocol) first moves theta-hat to the MAP of D by the same
+    damped Newton solver (one problem, in :meth:`fit`: the early-stopped network is not a
+    stationary point, and refits from it would spend most of their change finishing the
+    training, differently for each y), then refits every (x, grid y) from that MAP to the MAP
+    of D + (x, y) (:mod:`bench.training.newton_refit`): converged when the gradient norm of the
+    log joint is at most ``refit_grad_tol``, else stopped after ``refit_max_steps`` (and
+    counted as not converged). The grid, the reference log joint and the curvature are taken
+    at that MAP (the anchor); the curvature term is ``-½ log(1 + u(theta~)^T H^-1 u(theta~))``,
+    the pseudo-point's rank-one increment at the refit with the training curvature H kept at
+    the anchor.
+    """
 
     name: str = "ssla"
     refit: str = "sgd"
@@ -209,23 +236,69 @@ class NetworkSSLA(_NetworkLaplaceBase):
     refit_lr: float = 1e-3
     refit_patience: int = 3
     newton_steps: int = 1
+    refit_grad_tol: float = 1e-6
+    refit_max_steps: int = 100
+    refit_cg_iterations: int = 50
+    base_max_steps: int = 500
+
+    def fit(self, data: RegressionSplits, seed: int, base: TrainedNetwork | None = None) -> dict:
+        """As the base class; for the converged refit also the MAP of D from theta-hat."""
+        require_choice("method.refit", self.refit, REFITS)
+        diagnostics = super().fit(data, seed, base)
+        self._check_refit()
+        self.outcome: RefitOutcome | None = None
+        if self.refit != "newton":
+            return diagnostics
+        problem = LogJointProblem(base.shape, self.x, self.y, base.noise_variance,
+                                  base.prior_precision)
+        start = base.theta.unsqueeze(0)
+        rows = torch.zeros(1, dtype=torch.long)
+        with torch.no_grad():
+            before = float(problem.values(start, rows)[0])
+        settings = replace(self._newton_settings(), max_steps=self.base_max_steps)
+        outcome = damped_newton(problem, start,
+                                RankOnePreconditioner(self._dense_precision(base.theta)),
+                                settings)
+        self.anchor = outcome.thetas[0]
+        self.ggn = self._training_curvature(self.anchor)
+        self.precision = self.ggn.scaled(1 / base.noise_variance, base.prior_precision)
+        self._newton_precision = None
+        with torch.no_grad():
+            after = float(problem.values(outcome.thetas, rows)[0])
+        diagnostics.update(base_map_grad_norm=float(outcome.grad_norm[0]),
+                           base_map_steps=int(outcome.steps[0]),
+                           base_map_converged=bool(outcome.converged[0]),
+                           base_map_log_joint_gain=before - after,
+                           base_map_distance=float((self.anchor - base.theta).norm()))
+        return diagnostics
+
+    def _check_refit(self) -> None:
+        if self.refit in ("newton", "gauss_newton") and self.protocol != "corrected":
+            raise ConfigError(f"method.refit={self.refit!r} needs protocol=corrected (a "
+                              "Gaussian likelihood with a prior); the paper protocol refits "
+                              "by sgd")
+        if self.refit in ("newton", "gauss_newton") and self.curvature != "ggn":
+            raise ConfigError(f"method.refit={self.refit!r} needs method.curvature='ggn' (its "
+                              "steps use the GGN); valid with empirical_fisher: refit='sgd'")
+
+    def _newton_settings(self) -> NewtonSettings:
+        return NewtonSettings(grad_tol=self.refit_grad_tol, max_steps=self.refit_max_steps,
+                              cg_iterations=self.refit_cg_iterations)
+
+    def prediction_diagnostics(self) -> dict[str, float]:
+        """The converged refit's distribution of final gradient norms and steps over the last
+        prediction's (x, y) pairs (:meth:`RefitOutcome.summary`); empty for other refits."""
+        return {} if self.outcome is None else self.outcome.summary()
 
     def predict(self, x: Tensor):
         """Grid log-PPDs at each test input from N x m refits, summarised per protocol."""
-        require_choice("method.refit", self.refit, ("sgd", "newton"))
-        if self.refit == "newton" and self.protocol != "corrected":
-            raise ConfigError("method.refit='newton' needs protocol=corrected (a Gaussian "
-                              "likelihood with a prior); the paper protocol refits by sgd")
-        if self.refit == "newton" and self.curvature != "ggn":
-            raise ConfigError("method.refit='newton' needs method.curvature='ggn' (its steps "
-                              "use the GGN); valid with empirical_fisher: refit='sgd'")
         x = x.to(self.base.theta.dtype)
         y_hat, grid, hat_u_inv_u = self._grid(x, self.grid_points)
         m = grid.shape[-1]
         x_rep, y_flat = x.repeat_interleave(m, dim=0), grid.reshape(-1)
         thetas = self._refits(x, grid)
         log_lik_train, log_prior = self._objective(thetas)
-        hat_train, hat_prior = self._objective(self.base.theta.unsqueeze(0))
+        hat_train, hat_prior = self._objective(self.anchor.unsqueeze(0))
         f_new = batched_outputs(self.base.shape, thetas, x_rep.unsqueeze(1))[:, 0]
         curvature = self._curvature_term(thetas, x_rep, y_flat, hat_u_inv_u)
         log_values = (self._point_log_lik(f_new, y_flat) + log_lik_train - hat_train
@@ -239,6 +312,8 @@ class NetworkSSLA(_NetworkLaplaceBase):
         m = grid.shape[-1]
         x_rep, y_flat = x.repeat_interleave(m, dim=0), grid.reshape(-1)
         if self.refit == "newton":
+            return self._converged_refits(x, x_rep, y_flat)
+        if self.refit == "gauss_newton":
             thetas, _ = newton_refits(
                 shape=base.shape, theta_hat=base.theta, x=x, grid=grid,
                 precision=self._newton_step_precision(), noise_variance=base.noise_variance,
@@ -255,8 +330,23 @@ class NetworkSSLA(_NetworkLaplaceBase):
         self.last["refit_epochs_mean"] = float(epochs.double().mean())
         return thetas
 
+    def _converged_refits(self, x: Tensor, x_rep: Tensor, y_flat: Tensor) -> Tensor:
+        """Damped Newton from the anchor to the MAP of D + (x_r, y_r) for every pair, with
+        the dense GGN precision at the anchor plus the pair's rank-one term preconditioning."""
+        base = self.base
+        problem = LogJointProblem(base.shape, self.x, self.y, base.noise_variance,
+                                  base.prior_precision, x_rep, y_flat)
+        u = base.shape.jacobian(self.anchor, x) / base.noise_variance**0.5
+        owner = torch.arange(len(x)).repeat_interleave(len(x_rep) // len(x))
+        preconditioner = RankOnePreconditioner(self._newton_step_precision(), u, owner)
+        self.outcome = damped_newton(problem, self.anchor.expand(len(x_rep), -1),
+                                     preconditioner, self._newton_settings())
+        self.last["refit"] = self.outcome
+        return self.outcome.thetas
+
     def _newton_step_precision(self) -> Curvature:
-        """The dense GGN precision for the Newton steps, whatever ``structure`` is.
+        """The dense GGN precision at the anchor for the Newton steps, whatever ``structure``
+        is.
 
         The structure is the Laplace curvature approximation (the log-det term); the refit
         itself should land on the augmented MAP, and a diagonal or K-FAC Newton step does
@@ -265,10 +355,13 @@ class NetworkSSLA(_NetworkLaplaceBase):
         too narrow). Built once per fit.
         """
         if self._newton_precision is None:
-            dense = self._ggn(self.base.theta, self.x, None, "dense")
-            self._newton_precision = dense.scaled(1 / self.base.noise_variance,
-                                                  self.base.prior_precision)
+            self._newton_precision = self._dense_precision(self.anchor)
         return self._newton_precision
+
+    def _dense_precision(self, theta: Tensor) -> Curvature:
+        """``J^T J / sigma^2 + tau I`` of the training data at ``theta``, dense."""
+        dense = self._ggn(theta, self.x, None, "dense")
+        return dense.scaled(1 / self.base.noise_variance, self.base.prior_precision)
 
     def _batch_loss(self, f: Tensor, y: Tensor, thetas: Tensor) -> Tensor:
         if self.protocol == "paper":
@@ -279,7 +372,7 @@ class NetworkSSLA(_NetworkLaplaceBase):
 
     def _gradient_change(self, thetas: Tensor, x_new: Tensor, y_new: Tensor) -> Tensor:
         """Gradient of the log joint on D + {(x_r, y_r)} at ``thetas`` minus the training
-        log joint's gradient at theta-hat (which the Newton refit treats as zero)."""
+        log joint's gradient at theta-hat (which the Gauss-Newton refit treats as zero)."""
         def grad_at(points: Tensor, with_point: bool) -> Tensor:
             points = points.detach().requires_grad_(True)
             train, prior = self._objective(points)
@@ -292,10 +385,10 @@ class NetworkSSLA(_NetworkLaplaceBase):
 
     def _curvature_term(self, thetas: Tensor, x_rep: Tensor, y_flat: Tensor,
                         hat_u_inv_u: Tensor | None) -> Tensor:
-        """The log-det increment of each refit; the Newton refit keeps the curvature at
+        """The log-det increment of each refit; the Gauss-Newton refit keeps the curvature at
         theta-hat, so it is ``hat_u_inv_u`` (per test input) repeated over the grid."""
         if self.protocol == "corrected":
-            if self.refit == "newton":
+            if self.refit == "gauss_newton":
                 m = len(x_rep) // len(hat_u_inv_u)
                 return -0.5 * torch.log1p(hat_u_inv_u).repeat_interleave(m)
             thetas = thetas.detach()
