@@ -1,4 +1,5 @@
-"""Speed of the paper MLP's fast loop against the authors' Lightning Trainer, same training.
+"""Speed of the fast loops against the authors' Lightning Trainer, same training: the paper MLP
+and the VI baselines.
 
 ``python -m bench.benchmarks.paper_training [--uci real_estate ...] [--repeats 1] [--quick]
 [--out FILE]`` prints (or writes to ``FILE``) a Markdown report: the SSLA paper's base MLP
@@ -8,7 +9,11 @@ on each ``--uci`` data set (Table 4's paper protocol) by both loops in the same 
 ``base.loop=lightning`` (the Trainer, the oracle) and ``base.loop=fast``. Each is timed with
 :func:`bench.harness.timing.timed` (median of ``--repeats`` after one untimed warm-up of both
 loops on the toy, which pays the imports) and checked to give the same weights
-(``torch.equal``). ``--quick`` trains 3 epochs at most (CI smoke); its ratios mean nothing.
+(``torch.equal``). Two more rows time Table 2's VI baselines the same way
+(:class:`bench.methods.baselines.vi.AlphaVIMethod` with the paper protocol's Tanh and
+:class:`~bench.methods.baselines.vi.MFVIMethod`, the authors' tuned values, seed 42):
+``method.loop=lightning`` against ``method.loop=fast``, checked to give the same trained
+parameters and buffers. ``--quick`` trains 3 epochs at most (CI smoke); its ratios mean nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import torch
 from bench.benchmarks.network_ssla import machine, publish
 from bench.harness.timing import timed
 from bench.harness.tuned import load_tuned
+from bench.methods.baselines.vi import AlphaVIMethod, MFVIMethod
 from bench.training.regression_network import train_paper_mlp
 
 UCI_TUNED = {"auto_mpg": "auto_mpg", "liver": "liver_disorders", "concrete": "concrete",
@@ -56,15 +62,34 @@ def bench_problem(make_splits, tuned: dict, max_epochs: int, repeats: int) -> di
             "equal": torch.equal(base.theta, oracle.theta), "tuned": tuned}
 
 
+def bench_vi(method_cls, max_epochs: int, repeats: int) -> dict:
+    """Both loops of one VI baseline on Table 2's toy (seed 42), as :func:`bench_problem`."""
+    from bench.datasets.toy import heteroscedastic_toy
+
+    out = {}
+    for loop in ("lightning", "fast"):
+        method = method_cls(loop=loop, max_epochs=max_epochs)
+        seconds, diagnostics = timed(lambda method=method: method.fit(heteroscedastic_toy(42),
+                                                                      seed=42),
+                                     repeats, warmup=0)
+        out[loop] = (seconds, diagnostics, method.module.state_dict())
+    (slow, oracle, oracle_state), (fast, diagnostics, state) = out["lightning"], out["fast"]
+    return {"lightning": slow, "fast": fast, "ratio": slow / fast,
+            "epochs": diagnostics["epochs"], "epochs_oracle": oracle["epochs"],
+            "equal": all(torch.equal(state[name], value) for name, value in oracle_state.items()),
+            "tuned": {"lr": method.lr, "batch_size": method.batch_size}}
+
+
 def render(args: list[str], info: dict, quick: bool, rows: list[tuple[str, dict]]) -> str:
     """The Markdown report."""
     lines = [
-        "# Speed benchmark: paper MLP training, fast loop vs the Lightning Trainer", "",
+        "# Speed benchmark: paper MLP and VI training, fast loop vs the Lightning Trainer", "",
         f"- Command: `{' '.join(['python -m bench.benchmarks.paper_training', *args])}`",
         f"- Git: {info['sha']}",
         f"- Machine: {info['cpu']}; torch threads {info['threads']}; torch {info['torch']}; "
         f"load average at start {info['load']} (shared machine: timings are noisy)",
-        "- Training: seed 42, the authors' tuned lr and batch size, MSE, Adam, early stopping "
+        "- Training: seed 42, the authors' tuned lr and batch size, MSE (VI rows: their ELBO "
+        "/ alpha-divergence loss and tuned values), Adam, early stopping "
         "on val_loss (patience 20), last epoch kept; both loops in this run, each timed "
         "as the median of the repeats after one warm-up of both"
         + (" — QUICK smoke run (3 epochs), ratios not meaningful" if quick else ""),
@@ -95,8 +120,12 @@ def main(argv: list[str] | None = None) -> None:
     todo = problems(args.uci)
     for loop in ("lightning", "fast"):  # warm-up: imports, first Trainer
         train_paper_mlp(todo[0][1](), seed=42, loop=loop, max_epochs=2, **todo[0][2])
+    for loop in ("lightning", "fast"):
+        AlphaVIMethod(loop=loop, max_epochs=2).fit(todo[0][1](), seed=42)
     rows = [(label, bench_problem(make, tuned, max_epochs, args.repeats))
             for label, make, tuned in todo]
+    rows += [(f"Table 2 toy, {label}", bench_vi(method_cls, max_epochs, args.repeats))
+             for label, method_cls in (("alpha-VI", AlphaVIMethod), ("MFVI", MFVIMethod))]
     report = render(sys.argv[1:] if argv is None else argv, info, args.quick, rows)
     publish(report, args.out)
 

@@ -30,6 +30,7 @@ from bench.harness.logs import quiet_lightning
 from bench.harness.timing import Stopwatch
 from bench.models.activations import ACTIVATIONS
 from bench.models.mlp import MLPShape, flat_parameters, init_parameters, shape_of
+from bench.training.lightning_like import fit_like_lightning
 from bench.training.loop import TrainingConfig, fit_parameters
 
 
@@ -118,42 +119,18 @@ def _fit_with_lightning(network: torch.nn.Module, datamodule, optimizer: partial
 
 def _fit_like_lightning(network: torch.nn.Module, datamodule, optimizer: partial, *,
                         max_epochs: int, patience: int) -> int:
-    """What :func:`_fit_with_lightning` does, step for step, without the Trainer.
-
-    Per epoch, as Lightning 2.x runs it: one pass over the datamodule's train ``DataLoader``
-    (its iterator draws a base seed and its ``RandomSampler`` a shuffling seed from the
-    global torch RNG, in that order), each batch an Adam step on the batch's MSE (no gradient
-    clipping, no accumulation); then one pass over the val loader in eval mode (another base
-    seed drawn) whose ``val_loss`` is Lightning's batch-size-weighted mean, accumulated as its
-    ``_ResultMetric`` does (float32 sum of loss x batch size, divided by the count). Early
-    stopping as ``EarlyStopping``'s defaults: stop once ``patience`` epochs in a row did not
-    lower ``val_loss`` strictly (min_delta 0) or when it is not finite; the last epoch's
-    weights are kept. Lightning's sanity-check validation runs under ``isolate_rng`` and
-    leaves nothing behind, so it is not repeated. Returns the epochs run.
-    """
+    """What :func:`_fit_with_lightning` does, step for step, without the Trainer
+    (:func:`bench.training.lightning_like.fit_like_lightning`): Adam steps on the batch MSE in
+    the Trainer's batch order and RNG draws, ``val_loss`` and early stopping as Lightning
+    computes them, the last epoch's weights kept. Returns the epochs run."""
     loss_fn = torch.nn.MSELoss()
-    train_loader, val_loader = datamodule.train_dataloader(), datamodule.val_dataloader()
 
     def batch_loss(batch: dict[str, Tensor]) -> Tensor:
         return loss_fn(network(batch["input"]), batch["target"])
 
-    def val_loss() -> Tensor:
-        network.eval()
-        total, count = torch.tensor(0.0), torch.tensor(0)
-        for batch in val_loader:
-            size = batch["input"].shape[0]
-            total, count = total + batch_loss(batch) * size, count + size
-        network.train()
-        return total / count
-
-    network.train()
-    config = TrainingConfig(lr=optimizer.keywords["lr"], max_epochs=max_epochs,
-                            batch_size=datamodule.batch_size, patience=patience,
-                            restore_best=False)
-    history = fit_parameters(
-        list(network.parameters()), batch_loss, n_rows=len(train_loader.dataset),
-        config=config, validation=val_loss, desc="paper MLP",
-        optimizer=optimizer(network.parameters()), epoch_batches=lambda: train_loader)
+    history = fit_like_lightning(network, batch_loss, datamodule,
+                                 optimizer(network.parameters()), max_epochs=max_epochs,
+                                 patience=patience, desc="paper MLP")
     return history.epochs
 
 

@@ -5,7 +5,10 @@ network and UQ module built twice (their service built them in its constructor a
 loading the tuned hyperparameters, so the trained weights are the second draw), then a
 Lightning Trainer with the tuned batch size, ``deterministic=True`` and early stopping on the
 validation loss (patience 20, last epoch's weights kept). The defaults are their tuned
-hyperparameters for the heteroscedastic toy (Table 2).
+hyperparameters for the heteroscedastic toy (Table 2). ``loop="fast"`` (default) runs that
+training in the project's loop with the Trainer's step order and RNG draws, to the same weights
+bit for bit without its per-step overhead; ``loop="lightning"`` runs the Trainer itself, the
+oracle ``tests/unit/methods/test_vi_fast_loop.py`` compares with.
 """
 
 from __future__ import annotations
@@ -22,11 +25,14 @@ from torch import Tensor, nn
 
 from bench.datasets.datamodule import TensorDataModule
 from bench.datasets.regression import RegressionSplits
-from bench.harness.errors import require_choice, require_positive
+from bench.harness.errors import ConfigError, require_choice, require_positive
 from bench.harness.logs import quiet_lightning
 from bench.harness.timing import Stopwatch
 from bench.models.activations import ACTIVATIONS
 from bench.predictive.densities import Gaussian
+from bench.training.lightning_like import TrainerStandIn, fit_like_lightning, stopped_early
+
+VI_LOOPS = ("fast", "lightning")
 
 
 class _LightningUQVI:
@@ -38,11 +44,16 @@ class _LightningUQVI:
     max_epochs: int
     patience: int
     accelerator: str
+    loop: str
     n_outputs: int
     fits_on_base: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         require_choice("method.activation", self.activation, ACTIVATIONS)
+        require_choice("method.loop", self.loop, VI_LOOPS)
+        if self.loop == "fast" and self.accelerator != "cpu":
+            raise ConfigError(f"method.loop=fast trains on the CPU; method.accelerator="
+                              f"{self.accelerator!r} needs method.loop=lightning")
         for key in ("batch_size", "max_epochs", "patience", "lr"):
             require_positive(f"method.{key}", getattr(self, key))
 
@@ -57,48 +68,87 @@ class _LightningUQVI:
         raise NotImplementedError
 
     def fit(self, data: RegressionSplits, seed: int, base=None) -> dict[str, Any]:
-        """Seed globally, build the module twice, train with a Lightning Trainer (no base).
+        """Seed globally, build the module twice, train as a Lightning Trainer does (no base).
 
         ``seed_everything(seed)`` seeds torch, numpy and Python's global RNGs: the library
         draws initial weights, minibatch order and Monte Carlo samples from them, so global
         seeding here (inside ``fit``, never in a constructor) is what reproduces the authors'
-        draws. The datamodule's batch size and torch's deterministic-algorithms flag are
-        restored afterwards. Returns epochs trained, final and best validation loss, parameter
-        counts and wall time.
+        draws. ``loop="lightning"`` runs their Trainer (the oracle); ``loop="fast"`` the same
+        training in the project's loop (:func:`bench.training.lightning_like.fit_like_lightning`),
+        to the same weights and RNG state bit for bit. The datamodule's batch size (and, for
+        the Trainer, torch's deterministic-algorithms flag) are restored afterwards. Returns
+        epochs trained, final and best validation loss, parameter counts and wall time.
         """
         watch = Stopwatch()
         datamodule = data.datamodule or TensorDataModule(data)
         batch_size = getattr(datamodule, "batch_size", None)
-        deterministic = (torch.are_deterministic_algorithms_enabled(),
-                         torch.is_deterministic_algorithms_warn_only_enabled())
-        early_stopping = EarlyStopping(monitor="val_loss", patience=self.patience)
+        fit = self._fit_with_lightning if self.loop == "lightning" else self._fit_like_lightning
         with quiet_lightning():
             seed_everything(seed, verbose=False)
             for _ in range(2):
                 module = self._module(data.n_features)
-            trainer = L.Trainer(
-                max_epochs=self.max_epochs, accelerator=self.accelerator, deterministic=True,
-                callbacks=[early_stopping], logger=False, enable_checkpointing=False,
-                enable_progress_bar=False, enable_model_summary=False,
-            )
             datamodule.batch_size = self.batch_size
             try:
-                trainer.fit(module, datamodule=datamodule)
+                diagnostics = fit(module, datamodule)
             finally:
                 datamodule.batch_size = batch_size
-                torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
         self.module = module.cpu()
         self.predict_rng_state = torch.get_rng_state()
         return {
-            "epochs": int(trainer.current_epoch),
-            "stopped_early": bool(early_stopping.stopped_epoch),
-            "val_loss": float(trainer.callback_metrics["val_loss"]),
-            "best_val_loss": float(early_stopping.best_score),
+            **diagnostics,
             "n_network_parameters": self.n_network_parameters,
             "n_trainable_parameters": sum(p.numel() for p in module.parameters()
                                           if p.requires_grad),
             "fit_s": watch.elapsed(),
         }
+
+    def _fit_with_lightning(self, module: L.LightningModule, datamodule) -> dict[str, Any]:
+        """The authors' Trainer: ``deterministic=True``, ``EarlyStopping(val_loss, patience)``,
+        last epoch's weights kept; torch's deterministic-algorithms flag restored after."""
+        deterministic = (torch.are_deterministic_algorithms_enabled(),
+                         torch.is_deterministic_algorithms_warn_only_enabled())
+        early_stopping = EarlyStopping(monitor="val_loss", patience=self.patience)
+        trainer = L.Trainer(
+            max_epochs=self.max_epochs, accelerator=self.accelerator, deterministic=True,
+            callbacks=[early_stopping], logger=False, enable_checkpointing=False,
+            enable_progress_bar=False, enable_model_summary=False,
+        )
+        try:
+            trainer.fit(module, datamodule=datamodule)
+        finally:
+            torch.use_deterministic_algorithms(deterministic[0], warn_only=deterministic[1])
+        return {
+            "epochs": int(trainer.current_epoch),
+            "stopped_early": bool(early_stopping.stopped_epoch),
+            "val_loss": float(trainer.callback_metrics["val_loss"]),
+            "best_val_loss": float(early_stopping.best_score),
+        }
+
+    def _fit_like_lightning(self, module: L.LightningModule, datamodule) -> dict[str, Any]:
+        """The Trainer's training without the Trainer: the module's own ``on_fit_start``,
+        ``configure_optimizers`` and loss (:meth:`_step_loss`, what its training and validation
+        steps log), with a stand-in that tells it the datamodule and the epoch running."""
+        trainer = TrainerStandIn(datamodule)
+        module.trainer = trainer
+        try:
+            module.on_fit_start()
+            history = fit_like_lightning(
+                module, partial(self._step_loss, module), datamodule,
+                module.configure_optimizers()["optimizer"], max_epochs=self.max_epochs,
+                patience=self.patience, desc=self.name, trainer=trainer)
+        finally:
+            module.trainer = None
+        return {
+            "epochs": history.epochs,
+            "stopped_early": stopped_early(history, self.patience),
+            "val_loss": history.last_validation,
+            "best_val_loss": history.best_validation,
+        }
+
+    @staticmethod
+    def _step_loss(module: L.LightningModule, batch: dict[str, Tensor]) -> Tensor:
+        """The loss the module's ``training_step`` returns and ``validation_step`` logs."""
+        raise NotImplementedError
 
     def predict(self, x: Tensor) -> Gaussian:
         """Gaussian(mean=pred, variance=pred_uct**2) from the module's ``predict_step``.
@@ -141,6 +191,7 @@ class MFVIMethod(_LightningUQVI):
     max_epochs: int = 500
     patience: int = 20
     accelerator: str = "cpu"
+    loop: str = "fast"
     n_outputs: int = field(default=2, init=False, repr=False)
 
     def _module(self, n_inputs: int) -> L.LightningModule:
@@ -159,6 +210,12 @@ class MFVIMethod(_LightningUQVI):
             posterior_rho_init=self.posterior_rho_init,
             bayesian_layer_type="reparameterization", stochastic_module_names=[-1],
         )
+
+    @staticmethod
+    def _step_loss(module: L.LightningModule, batch: dict[str, Tensor]) -> Tensor:
+        """The negative beta-ELBO (MSE before ``burnin_epochs``, read from the module's
+        ``current_epoch``)."""
+        return module.compute_elbo_loss(batch["input"], batch["target"])[0]
 
 
 @dataclass
@@ -186,6 +243,7 @@ class AlphaVIMethod(_LightningUQVI):
     max_epochs: int = 500
     patience: int = 20
     accelerator: str = "cpu"
+    loop: str = "fast"
     n_outputs: int = field(default=1, init=False, repr=False)
 
     def _module(self, n_inputs: int) -> L.LightningModule:
@@ -202,3 +260,8 @@ class AlphaVIMethod(_LightningUQVI):
             posterior_rho_init=self.posterior_rho_init, alpha=self.alpha,
             bayesian_layer_type="reparameterization", stochastic_module_names=[-1],
         )
+
+    @staticmethod
+    def _step_loss(module: L.LightningModule, batch: dict[str, Tensor]) -> Tensor:
+        """The energy alpha-divergence loss."""
+        return module.compute_energy_loss(batch["input"], batch["target"])[0]
