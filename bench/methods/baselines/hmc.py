@@ -1,4 +1,4 @@
-"""HMC baseline: pyro's HMC kernel on an MLP regression network, set up like the SSLA authors'
+"""HMC baseline: pyro's HMC kernel, or its bit-for-bit fast replay, on an MLP regression network,
 hamiltorch runs (Table 2; reproduction notes §6 and §10 item 13).
 
 The posterior is over the flat parameter vector theta of an MLP f_theta with prior
