@@ -1,5 +1,5 @@
 """HMC baseline: pyro's HMC kernel, or its bit-for-bit fast replay, on an MLP regression network,
-hamiltorch runs (Table 2; reproduction notes §6 and §10 item 13).
+set up like the SSLA authors' hamiltorch runs (Table 2; reproduction notes §6 and §10 item 13).
 
 The posterior is over the flat parameter vector theta of an MLP f_theta with prior
 N(0, 1/tau_in) per parameter and Gaussian likelihood log p(y | theta) = -tau_out/2 sum (y - f)^2
