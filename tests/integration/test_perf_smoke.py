@@ -52,3 +52,16 @@ def test_ssla_refit_benchmark_writes_its_three_rows(tmp_path):
     lines = out.read_text().splitlines()
     for prefix in ("| one Gauss-Newton step", "| damped Newton to the MAP", "| L-BFGS refits"):
         assert sum(line.startswith(prefix) for line in lines) == 1, prefix
+
+
+def test_hmc_sampler_benchmark_times_both_samplers_to_the_same_samples(tmp_path):
+    """The quick run of the fast-HMC vs pyro benchmark writes one row, samples equal."""
+    from bench.benchmarks.hmc_sampler import main
+
+    out = tmp_path / "hmc-perf.md"
+    main(["--quick", "--out", str(out)])
+    rows = [line for line in out.read_text().splitlines()
+            if line.rstrip().endswith(("| yes |", "| NO |"))]
+    assert len(rows) == 1
+    cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
+    assert cells[3] == "4" and cells[-1] == "yes" and float(cells[2].rstrip("x")) > 0
