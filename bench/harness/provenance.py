@@ -20,8 +20,14 @@ TRACKED_PACKAGES = (
 
 
 def package_versions() -> dict[str, str]:
-    """Installed versions of the packages whose behaviour can change a result."""
-    versions = {"python": platform.python_version()}
+    """Installed versions of the packages whose behaviour can change a result, and the vector
+    instruction set torch's CPU kernels dispatch to (``torch_cpu_capability``: AVX2 and AVX512
+    kernels round differently, and a long stochastic training such as the VI baselines' ends
+    in different weights; ``ATEN_CPU_CAPABILITY=avx2`` selects the AVX2 kernels)."""
+    import torch
+
+    versions = {"python": platform.python_version(),
+                "torch_cpu_capability": torch.backends.cpu.get_cpu_capability()}
     for name in TRACKED_PACKAGES:
         try:
             versions[name] = metadata.version(name)

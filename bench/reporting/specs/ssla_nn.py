@@ -104,9 +104,9 @@ TABLE_2 = ArtifactSpec(
         "after 99 of them), VI/HMC with Tanh, HMC's "
         "variance counted twice; intervals mean ± z·sd with z = 1.96/1.64/1.15/0.67.",
         "Protocol corrected: MAP network with Gaussian likelihood and fitted sigma, SSLA by a "
-        "refit to the MAP of D + (x, y) with prior in the curvature (the refit always uses the "
-        "dense GGN; KFAC/DIAG/DENSE is the curvature of the log-det term only), fine grid "
-        "normalised by quadrature, "
+        "Gauss-Newton refit with prior in the curvature (the step always uses the dense GGN; "
+        "KFAC/DIAG/DENSE is the curvature of the log-det term only), fine grid normalised by "
+        "quadrature, "
         "LA with tau and sigma by marginal likelihood, VI/HMC with ReLU (as tuned), HMC "
         "variance counted once; quantile intervals. Corrected cells are compared with the "
         "paper's numbers only for orientation.",

@@ -126,3 +126,23 @@ def test_report_lists_a_damaged_record_and_keeps_a_report_of_another_scale(tmp_p
     assert "holds a cpu-scale report; a smoke-scale report does not replace it" in \
         capsys.readouterr().err
     assert report_main([*args, "--replace-scale"]) == 0
+
+
+def test_versions_name_the_cpu_kernels_torch_dispatches_to():
+    """Records say which vector kernels ran (AVX2 vs AVX512 results differ in the last bits,
+    which long stochastic trainings amplify); ATEN_CPU_CAPABILITY changes what is recorded."""
+    import os
+    import subprocess
+    import sys
+
+    import torch
+
+    from bench.harness.provenance import package_versions
+
+    assert package_versions()["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    forced = subprocess.run(
+        [sys.executable, "-c", "from bench.harness.provenance import package_versions; "
+         "print(package_versions()['torch_cpu_capability'])"],
+        capture_output=True, text=True, check=True,
+        env={**os.environ, "ATEN_CPU_CAPABILITY": "default"})
+    assert forced.stdout.strip() == "DEFAULT"
