@@ -17,9 +17,7 @@ import torch
 
 from bench.datasets.toy import heteroscedastic_toy
 from bench.harness.errors import ConfigError
-from bench.harness.records import config_hash
 from bench.methods.baselines.vi import AlphaVIMethod, MFVIMethod
-from tests.helpers import compose_config
 
 X_PREDICT = torch.linspace(-4.0, 4.0, 9)[:, None]
 N_POINTS, BATCH_SIZE = 230, 5
@@ -71,21 +69,3 @@ def test_bad_loop_or_a_fast_loop_off_the_cpu_is_a_config_error(method_cls):
     with pytest.raises(ConfigError, match="method.loop=lightning"):
         method_cls(accelerator="gpu")
     assert method_cls(accelerator="gpu", loop="lightning").loop == "lightning"
-
-
-@pytest.mark.parametrize("method", ["mfvi", "vi"])
-def test_the_loop_choice_keeps_the_config_hash(method):
-    def resolved(*extra):
-        from omegaconf import OmegaConf
-
-        cfg = compose_config(["experiment=ssla/table-2", f"method={method}", *extra])
-        config = OmegaConf.to_container(cfg, resolve=True)
-        config.pop("hydra", None)
-        return config
-
-    fast, oracle = resolved(), resolved("method.loop=lightning")
-    assert fast["method"]["loop"] == "fast" and oracle["method"]["loop"] == "lightning"
-    assert config_hash(fast) == config_hash(oracle)
-    assert config_hash(resolved("+method.patience=21")) != config_hash(fast)
-    del fast["method"]["loop"]
-    assert config_hash(fast) == config_hash(oracle)

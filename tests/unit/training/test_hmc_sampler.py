@@ -98,23 +98,3 @@ def test_generic_autograd_gradient_gives_the_same_chain(toy):
 def test_unknown_sampler_is_a_config_error():
     with pytest.raises(ConfigError, match="method.sampler"):
         HMCMethod(sampler="numpyro")
-
-
-def test_the_sampler_choice_keeps_the_config_hash():
-    from omegaconf import OmegaConf
-
-    from bench.harness.records import config_hash
-    from tests.helpers import compose_config
-
-    def resolved(*extra):
-        cfg = compose_config(["experiment=ssla/table-2", "method=hmc", *extra])
-        config = OmegaConf.to_container(cfg, resolve=True)
-        config.pop("hydra", None)
-        return config
-
-    fast, oracle = resolved(), resolved("method.sampler=pyro")
-    assert fast["method"]["sampler"] == "fast" and oracle["method"]["sampler"] == "pyro"
-    assert config_hash(fast) == config_hash(oracle)
-    assert config_hash(resolved("protocol=corrected")) != config_hash(fast)
-    del fast["method"]["sampler"]
-    assert config_hash(fast) == config_hash(oracle)

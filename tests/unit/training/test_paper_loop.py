@@ -13,9 +13,8 @@ import pytest
 import torch
 
 from bench.harness.errors import ConfigError
-from bench.harness.records import config_hash
 from bench.training.regression_network import train_paper_mlp
-from tests.helpers import SHARED_DATA, compose_config
+from tests.helpers import SHARED_DATA
 
 TABLE_2_LR = 0.04016791033073118  # conf/tuned/paper/heteroscedastic/mlp.yaml
 REAL_ESTATE = {"lr": 0.039995703319589467, "batch_size": 32}  # conf/tuned/paper/uci/...
@@ -65,20 +64,3 @@ def test_fast_loop_gives_lightnings_weights_on_uci_real_estate():
 def test_unknown_loop_is_a_config_error():
     with pytest.raises(ConfigError, match="base.loop"):
         train_paper_mlp(None, seed=0, lr=0.01, batch_size=8, loop="trainer")
-
-
-def test_the_loop_choice_keeps_the_config_hash():
-    def resolved(*extra):
-        from omegaconf import OmegaConf
-
-        cfg = compose_config(["experiment=ssla/table-2", "method=nn_ssla", *extra])
-        config = OmegaConf.to_container(cfg, resolve=True)
-        config.pop("hydra", None)
-        return config
-
-    fast, oracle = resolved(), resolved("base.loop=lightning")
-    assert fast["base"]["loop"] == "fast" and oracle["base"]["loop"] == "lightning"
-    assert config_hash(fast) == config_hash(oracle)
-    assert config_hash(resolved("base.patience=21")) != config_hash(fast)
-    del fast["base"]["loop"]
-    assert config_hash(fast) == config_hash(oracle)
