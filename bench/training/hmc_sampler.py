@@ -82,7 +82,9 @@ class GaussianMLPPotential:
 
     def energy(self, theta: Tensor) -> Tensor:
         """U(theta), the expression differentiated by autograd on the reference path."""
-        residual = self.y - self.shape.forward_1d(theta, self.x)
+        return self._energy(self.y - self.shape.forward_1d(theta, self.x), theta)
+
+    def _energy(self, residual: Tensor, theta: Tensor) -> Tensor:
         return 0.5 * (self.tau_out * residual.square().sum()
                       + self.tau_in * theta.square().sum())
 
@@ -95,8 +97,7 @@ class GaussianMLPPotential:
         inputs.append(h)
         weight, bias = layers[-1]
         residual = self.y - (h @ weight.T + bias)[:, 0]
-        energy = 0.5 * (self.tau_out * residual.square().sum()
-                        + self.tau_in * theta.square().sum())
+        energy = self._energy(residual, theta)
         # Reverse sweep in autograd's order and kernels: d(0.5 C) = 0.5, then the products by
         # tau, square's grad * (2 x), subtraction's negation, mm's grad.t().mm(input) for the
         # weight and grad.mm(weight) for the input, bias grads as sums over the batch.
