@@ -7,6 +7,8 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+import torch
+
 # Every installed package that can move a number in a record: the array and linear-algebra
 # stack, the curvature backends behind laplace-torch, the training loop, the baselines, the
 # data splitting and tuning code, the config engine, and the CUDA libraries torch calls on GPU.
@@ -24,8 +26,6 @@ def package_versions() -> dict[str, str]:
     instruction set torch's CPU kernels dispatch to (``torch_cpu_capability``: AVX2 and AVX512
     kernels round differently, and a long stochastic training such as the VI baselines' ends
     in different weights; ``ATEN_CPU_CAPABILITY=avx2`` selects the AVX2 kernels)."""
-    import torch
-
     versions = {"python": platform.python_version(),
                 "torch_cpu_capability": torch.backends.cpu.get_cpu_capability()}
     for name in TRACKED_PACKAGES:
