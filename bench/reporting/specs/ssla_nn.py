@@ -14,11 +14,17 @@ COVERAGE = ("cov95", "cov90", "cov75", "cov50")
 RANDOM_ROWS = ("SSLA/*", "VI/VI", "MCMC/HMC")
 
 
+def _refit_counts(records: list[dict]) -> list[float]:
+    """The ``*/refit_not_converged`` metrics of every record (one per row that ran SSLA's
+    converged refit)."""
+    return [value for record in records for key, value in record.get("metrics", {}).items()
+            if key.endswith("/refit_not_converged")]
+
+
 def refits_not_converged(records: list[dict]) -> float:
     """Corrected SSLA: the (x, y) refits, over every record, that stopped before the
     gradient tolerance (the ``*/refit_not_converged`` metrics)."""
-    counts = [value for record in records for key, value in record.get("metrics", {}).items()
-              if key.endswith("/refit_not_converged")]
+    counts = _refit_counts(records)
     if not counts:
         raise LookupError("no record of a converged-refit SSLA (protocol=corrected)")
     return float(sum(counts))
@@ -37,8 +43,7 @@ def base_maps_not_converged(records: list[dict]) -> float:
 
 def has_converged_refits(records: list[dict]) -> bool:
     """Whether any record ran SSLA's opt-in converged refit (``method.refit=newton``)."""
-    return any(key.endswith("/refit_not_converged") for record in records
-               for key in record.get("metrics", {}))
+    return bool(_refit_counts(records))
 
 
 NONE_ALLOWED = ClaimRule(agree=0.0, close=0.0, higher_is_better=False)
