@@ -243,6 +243,7 @@ def _record(cfg: DictConfig, resolved: dict, chash: str, result: TaskResult | No
         "config_hash": chash,
         "status": "failed" if error else "ok",
         "cells": [c.__dict__ for c in result.cells],
+        "failed_cells": result.failed_cells,
         "metrics": {k: float(v) for k, v in result.metrics.items()},
         "fitted": result.fitted,
         "arrays": {k: [_json_float(x) for x in v] for k, v in result.arrays.items()},

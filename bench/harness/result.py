@@ -29,10 +29,16 @@ class TaskResult:
     fitted: dict[str, Any] = field(default_factory=dict)
     arrays: dict[str, list[float]] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
+    failed_cells: list[dict[str, str]] = field(default_factory=list)
 
     def add(self, row: str, column: str, value: float) -> None:
         """Append one table cell (value converted to a plain float)."""
         self.cells.append(Cell(row, column, float(value)))
+
+    def fail(self, row: str, column: str, reason: str) -> None:
+        """Mark one cell failed with ``reason`` (a statistic that overflowed or cannot be
+        computed): the report shows the cell as failed with the reason, never a number."""
+        self.failed_cells.append({"row": row, "column": column, "reason": reason})
 
     def non_finite(self) -> list[str]:
         """Names of cells and metrics whose value is NaN or infinite."""

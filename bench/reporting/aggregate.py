@@ -89,10 +89,12 @@ def cells_frame(
 ) -> pd.DataFrame:
     """One line per (record, cell) with the columns of ``CELL_COLUMNS``.
 
-    An ok record contributes its cells. A failed record contributes one line (value NaN) per
-    cell it was meant to produce: its own cells if it has any, else ``failed_cells(record)``,
-    else the cells of ok records with the same :func:`run_identity`. A failed record whose
-    cells cannot be told contributes a single line with row and column None.
+    An ok record contributes its cells, and its ``failed_cells`` (a statistic the task could
+    not compute, with the reason) as failed lines. A failed record contributes one line
+    (value NaN) per cell it was meant to produce: its own cells if it has any, else
+    ``failed_cells(record)``, else the cells of ok records with the same
+    :func:`run_identity`. A failed record whose cells cannot be told contributes a single line
+    with row and column None.
     """
     records = list(records)
     cells_by_identity: dict[str, dict[tuple[str, str], None]] = {}
@@ -104,6 +106,10 @@ def cells_frame(
         for cell in record.get("cells") or []:
             known[(cell["row"], cell["column"])] = None
             lines.append(_line(record, cell["row"], cell["column"], _as_float(cell["value"])))
+        for cell in record.get("failed_cells") or []:
+            known[(cell["row"], cell["column"])] = None
+            lines.append({**_line(record, cell["row"], cell["column"], math.nan),
+                          "status": "failed", "error": cell["reason"]})
     for record in records:
         if record.get("status") == "ok":
             continue

@@ -7,12 +7,18 @@ One job = one row of the hyperparameter grid: every prior precision ``delta`` of
 noise variance: ``grid.noise_variance`` is null). All networks of the row start from the
 shared initialisation of the job seed and are trained at once
 (:func:`bench.training.network_grid.train_network_grid`, full-batch Adam of the method node's
-``lr``, ``steps`` and ``lr_schedule``). At each MAP ``theta*``:
+``lr``, ``steps`` and ``lr_schedule``); with the node's ``polish_iterations > 0`` each Adam end
+point is then polished by full-batch L-BFGS to ``|grad L| <= polish_tolerance``
+(:func:`bench.training.network_grid.polish_network_grid`, as
+:class:`bench.methods.laplace.ggn_methods.LaplaceGGN` polishes its MAP). At each MAP
+``theta*``:
 
 * ``log_evidence``: eq. 3.17-3.18 at ``mu = theta*`` (function-space log-determinant);
 * ``train_ll`` / ``test_ll``: the average log likelihood at the MAP (eq. 5.1);
 * diagnostics: ``|grad L|``, ``|mu_BLR - theta*| / |theta*|`` (eq. 3.12) and eq. 3.19's exact
-  linearised evidence (equal to ``log_evidence`` at a stationary ``theta*``);
+  linearised evidence (equal to ``log_evidence`` at a stationary ``theta*``); after a polish
+  also Adam's ``|grad L|`` before it (``adam_gradient_norm``) and the L-BFGS iterations
+  (``polish_iterations``);
 * the GLM predictive on the figure's inputs: the linearised function's mean and sd
   (regression, sigma^2 not added) or the probability ``E[s(f_lin)]`` from
   ``n_predictive_samples`` draws of each point's ``N(f*, J Sigma J^T)`` (classification).
@@ -47,7 +53,7 @@ from bench.methods.laplace.ggn_laplace import (
 from bench.methods.laplace.ggn_methods import DRAW_STREAM, LaplaceGGN
 from bench.models.glm_likelihoods import GaussianLikelihood, Likelihood, make_likelihood
 from bench.models.mlp import MLPShape
-from bench.training.network_grid import train_network_grid
+from bench.training.network_grid import polish_network_grid, train_network_grid
 
 
 def log_grid(node, key: str) -> list[float]:
@@ -127,6 +133,8 @@ def evaluate_network(network: MLPShape, theta: Tensor, likelihood: Likelihood, d
 
 SCALARS = ("log_evidence", "train_ll", "test_ll", "linearised_log_evidence",
            "blr_mean_shift", "gradient_norm")
+# Per grid point as well when the Adam end points are polished.
+POLISH_SCALARS = ("adam_gradient_norm", "polish_iterations")
 
 
 @takes(datasets=(SnelsonGapData, TwoMoonsData), methods=(LaplaceGGN,))
@@ -144,13 +152,21 @@ def run(cfg: DictConfig) -> TaskResult:
         likelihood = make_likelihood("bernoulli")
     else:
         likelihood = GaussianLikelihood(noise_variance)
+    precisions = torch.tensor(deltas, dtype=torch.float64)
     watch = Stopwatch()
-    fit = train_network_grid(network, data.x_train, data.y_train, likelihood,
-                             torch.tensor(deltas, dtype=torch.float64),
+    fit = train_network_grid(network, data.x_train, data.y_train, likelihood, precisions,
                              method.initial_mean(network, seed), lr=float(method.lr),
                              steps=int(method.steps), schedule=method.lr_schedule,
                              desc=f"{len(deltas)} networks")
     result = TaskResult(timings={"train_s": watch.elapsed()})
+    scalars = SCALARS
+    if method.polish_iterations:
+        watch = Stopwatch()
+        fit = polish_network_grid(network, fit, data.x_train, data.y_train, likelihood,
+                                  precisions, max_iterations=int(method.polish_iterations),
+                                  gradient_tolerance=float(method.polish_tolerance))
+        result.timings["polish_s"] = watch.elapsed()
+        scalars = SCALARS + POLISH_SCALARS
     watch = Stopwatch()
     x_plot = dataset.plot_inputs()
     generator = make_generator(derived_seed([seed, DRAW_STREAM]))
@@ -160,9 +176,12 @@ def run(cfg: DictConfig) -> TaskResult:
         evaluated = evaluate_network(network, fit.theta[b], likelihood, delta, data, x_plot,
                                      int(method.n_predictive_samples), generator)
         evaluated["gradient_norm"] = float(fit.gradient_norm[b])
+        if fit.adam_gradient_norm is not None:
+            evaluated["adam_gradient_norm"] = float(fit.adam_gradient_norm[b])
+            evaluated["polish_iterations"] = fit.polish_iterations[b]
         for name, value in evaluated.items():
             values.setdefault(name, []).append(value)
-        for name in SCALARS:
+        for name in scalars:
             result.add(row, f"delta={delta:.3g}/{name}", evaluated[name])
         for name in ("glm_mean", "glm_sd", "glm_probability"):
             if name in evaluated:
@@ -172,7 +191,7 @@ def run(cfg: DictConfig) -> TaskResult:
     result.add(row, "argmax_delta", deltas[best])
     result.add(row, "max_log_evidence", values["log_evidence"][best])
     result.arrays["prior_precision"] = deltas
-    for name in SCALARS:
+    for name in scalars:
         result.arrays[name] = [float(v) for v in values[name]]
     result.arrays["x_plot"] = x_plot.reshape(-1).tolist()
     result.arrays["x_train"] = data.x_train.reshape(-1).tolist()
@@ -186,4 +205,6 @@ def run(cfg: DictConfig) -> TaskResult:
     result.metrics.update({"max_blr_mean_shift": shift, "max_evidence_gap_eq_3_19": gap,
                            "max_gradient_norm": max(values["gradient_norm"]),
                            "n_params": float(network.n_params)})
+    if fit.adam_gradient_norm is not None:
+        result.metrics["max_adam_gradient_norm"] = max(values["adam_gradient_norm"])
     return result

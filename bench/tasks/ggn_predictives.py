@@ -61,11 +61,16 @@ def gaussian_nll(mean: Tensor, variance: Tensor, y: Tensor) -> float:
                   + (y - mean) ** 2 / (2 * variance)).mean())
 
 
-def bernoulli_scores(probability: Tensor, y: Tensor) -> dict[str, float]:
-    """Test NLL, accuracy and decisiveness ``mean |2 p - 1|`` of probabilities of class 1."""
-    tiny = torch.finfo(probability.dtype).tiny
-    picked = torch.where(y > 0.5, probability, 1 - probability).clamp_min(tiny)
-    return {"test_nll": float(-picked.log().mean()),
+def bernoulli_scores(logits: Tensor, y: Tensor) -> dict[str, float]:
+    """Test NLL, accuracy and decisiveness ``mean |2 p - 1|`` of the predictive
+    ``p = 1/S sum_s s(f_s)`` from logit draws ``[S, n]``. The NLL takes ``log p`` as
+    ``logsumexp_s log s(+-f_s) - log S``: exact for saturated logits, where ``log p`` of the
+    probability itself would underflow (a clamp there printed -log(tiny) = 708 per point)."""
+    log_mean = math.log(logits.shape[0])
+    log_p1 = torch.logsumexp(torch.nn.functional.logsigmoid(logits), 0) - log_mean
+    log_p0 = torch.logsumexp(torch.nn.functional.logsigmoid(-logits), 0) - log_mean
+    probability = torch.sigmoid(logits).mean(0)
+    return {"test_nll": float(-torch.where(y > 0.5, log_p1, log_p0).mean()),
             "accuracy": float(((probability > 0.5) == (y > 0.5)).to(torch.float64).mean()),
             "decisiveness": float((2 * probability - 1).abs().mean())}
 
@@ -105,23 +110,43 @@ def classification_cells(method: GGNPosteriorMethod, data, x_plot: Tensor, resul
                          row: str, near_distance: float, far_distance: float) -> None:
     """NN and GLM predictives of a Bernoulli likelihood and the Figure 5.5b maps."""
     for kind in PREDICTIVES:
-        probability = torch.sigmoid(method.function_samples(data.x_test, kind)).mean(0)
-        for name, value in bernoulli_scores(probability, data.y_test).items():
+        logits = method.function_samples(data.x_test, kind)
+        for name, value in bernoulli_scores(logits, data.y_test).items():
             result.add(row, f"{kind}/{name}", value)
         plot_probability = torch.sigmoid(method.function_samples(x_plot, kind)).mean(0)
         result.arrays[f"{kind}/probability"] = plot_probability.tolist()
-    mean, variance = method.model.blr_predictive(x_plot)
-    weights = method.model.likelihood.hessian(method.model.network.forward_1d(
-        method.model.linearisation_point, x_plot))
-    model_sd = (variance - weights).clamp_min(0).sqrt()
+    model = method.model
+    mean, _ = model.blr_predictive(x_plot)
+    f_plot = model.network.forward_1d(model.linearisation_point, x_plot)
+    weights = model.likelihood.hessian(f_plot)
+    function_variance = model.posterior.function_variance(
+        model.network.jacobian(model.linearisation_point, x_plot))
+    # sqrt(Lambda J Sigma J^T Lambda) taken as Lambda sqrt(J Sigma J^T), not by subtracting
+    # Lambda from eq. 3.16's variance (which cancels to rounding noise where Lambda is tiny)
+    model_sd = weights * function_variance.sqrt()
     result.arrays["blr/model_sd"] = model_sd.tolist()
     result.arrays["blr/noise_sd"] = weights.sqrt().tolist()
     result.arrays["blr/mean"] = mean.tolist()
     distance = distance_to_training(x_plot, data.x_train)
     near, far = distance <= near_distance, distance >= far_distance
     if near.any() and far.any():
-        result.add(row, "model_sd_far_over_near",
-                   float(model_sd[far].mean() / model_sd[near].mean().clamp_min(1e-300)))
+        add_model_sd_ratio(result, row, model_sd[far].mean(), model_sd[near].mean(),
+                           f_plot[near].abs().median())
+
+
+def add_model_sd_ratio(result: TaskResult, row: str, far: Tensor, near: Tensor,
+                       near_logit: Tensor) -> None:
+    """The cell ``model_sd_far_over_near``, or the cell marked failed when the ratio is not a
+    number worth printing: the near-data model sd is 0 or the ratio exceeds ``1 / eps`` (the
+    sigmoid saturates, ``Lambda = s (1 - s)`` underflows where ``|f|`` is large)."""
+    ratio = float(far / near) if float(near) > 0 else math.inf
+    if math.isfinite(ratio) and ratio < 1 / torch.finfo(far.dtype).eps:
+        result.add(row, "model_sd_far_over_near", ratio)
+        return
+    result.fail(row, "model_sd_far_over_near",
+                f"model sd near the data {float(near):.3g} vs far {float(far):.3g}: the "
+                f"predictive saturates (median |f| near the data {float(near_logit):.3g}, "
+                "Lambda = s(1 - s) underflows), so the ratio overflows")
 
 
 @takes(datasets=(SnelsonGapData, TwoMoonsData), methods=(GGNPosteriorMethod,))
@@ -154,6 +179,8 @@ def run(cfg: DictConfig) -> TaskResult:
         result.arrays["trace/train_nll"] = trace.train_nll
         result.arrays["trace/log_det_precision"] = trace.log_det_precision
         result.arrays["trace/mean_change"] = trace.mean_change
+        result.arrays["trace/gradient_norm"] = trace.gradient_norm
+        result.arrays["trace/window_gradient_norm"] = trace.window_gradient_norm
     result.fitted["plot_shape"] = list(x_plot.shape)
     result.metrics["n_params"] = float(method.model.network.n_params)
     return result

@@ -65,3 +65,19 @@ def test_hmc_sampler_benchmark_times_both_samplers_to_the_same_samples(tmp_path)
     assert len(rows) == 1
     cells = [cell.strip() for cell in rows[0].strip("|").split("|")]
     assert cells[3] == "4" and cells[-1] == "yes" and float(cells[2].rstrip("x")) > 0
+
+
+def test_natural_gradient_benchmark_times_every_algorithm_and_matches_the_textbook_update(
+        tmp_path):
+    """The quick run writes one row per algorithm; our update equals the textbook one."""
+    from bench.benchmarks.natural_gradient import ROWS, main
+
+    out = tmp_path / "ngvi-perf.md"
+    main(["--quick", "--out", str(out)])
+    rows = [line for line in out.read_text().splitlines()
+            if line.startswith(("| OGGN", "| LGVA", "| VOGGN"))]
+    assert len(rows) == len(ROWS)
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert float(cells[1]) > 0 and float(cells[3]) > 0
+        assert float(cells[-2]) < 1e-9 and float(cells[-1]) < 1e-9

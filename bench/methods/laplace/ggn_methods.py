@@ -32,8 +32,7 @@ from bench.models.glm_likelihoods import BernoulliLikelihood, Likelihood, make_l
 from bench.models.mlp import MLPShape, init_parameters
 from bench.predictive.categorical import Categorical
 from bench.predictive.densities import Gaussian
-from bench.training.lbfgs_polish import polish_minimum
-from bench.training.network_grid import negative_log_joint, train_network_grid
+from bench.training.network_grid import polish_network_grid, train_network_grid
 
 PREDICTIVES = ("glm", "nn", "blr")
 LR_SCHEDULES = ("none", "cosine")
@@ -154,19 +153,17 @@ class LaplaceGGN(GGNPosteriorMethod):
                                  self.initial_mean(network, seed), lr=float(self.lr),
                                  steps=int(self.steps), schedule=self.lr_schedule,
                                  desc="L-GGN MAP")
-        theta, gradient_norm, polished = fit.theta[0], float(fit.gradient_norm[0]), {}
+        polished = {}
         if self.polish_iterations:
-            def objective(point: Tensor) -> Tensor:
-                return negative_log_joint(network, point.unsqueeze(0), x, y, likelihood,
-                                          delta)[0]
-
-            polish = polish_minimum(objective, theta, max_iterations=int(self.polish_iterations),
-                                    gradient_tolerance=float(self.polish_tolerance))
-            theta, gradient_norm = polish.theta, polish.gradient_norm_after
-            polished = {"adam_gradient_norm": polish.gradient_norm_before,
-                        "polish_iterations": polish.iterations,
-                        "polish_theta_shift": float((polish.theta - fit.theta[0]).norm()
-                                                    / fit.theta[0].norm())}
+            adam = fit.theta[0]
+            fit = polish_network_grid(network, fit, x, y, likelihood, delta,
+                                      max_iterations=int(self.polish_iterations),
+                                      gradient_tolerance=float(self.polish_tolerance))
+            polished = {"adam_gradient_norm": float(fit.adam_gradient_norm[0]),
+                        "polish_iterations": fit.polish_iterations[0],
+                        "polish_theta_shift": float((fit.theta[0] - adam).norm()
+                                                    / adam.norm())}
+        theta, gradient_norm = fit.theta[0], float(fit.gradient_norm[0])
         model = laplace_ggn_posterior(network, theta, x, likelihood, float(self.prior_precision))
         with torch.no_grad():
             f = network.forward_1d(theta, x)

@@ -16,14 +16,21 @@ By Theorem 4.1 this is the exact posterior of a Bayesian linear regression (test
 ``mu + L^-T z`` with ``L`` the Cholesky factor of the precision; everything is float64.
 
 The thesis runs a fixed number of iterations at ``gamma = 0.999``; the corrected protocol adds
-a stopping rule (:class:`bench.training.stopping.StoppingRule`): stop once the fit has
-settled, i.e. the last ``window`` values of the training negative log likelihood at the mean
-lie in a band of relative width ``tolerance`` and the precision has forgotten its start
-(``(1 - gamma)^t <= tolerance``), else after ``iterations``.
+a stopping rule (:class:`bench.training.stopping.StationarityRule`) on the gradient of the
+objective at the mean, ``g - delta mu_t`` (OGGN: the MAP objective; VOGGN: the ELBO's gradient
+in the mean, estimated from the draws; LGVA: that of the linearised model), and on the mean's
+step: per iterate for OGGN, averaged over the window for the sampling algorithms. A run also
+needs the precision to have forgotten its start (``(1 - gamma)^t <= 1e-3``). Every fit
+records why it stopped (``stationary`` or ``max_iterations``), its final gradient norm and
+step.
+
+One iteration costs one ``P x P`` product ``R^T R`` of the stacked pseudo-data rows ``R``
+(``S N x P``), accumulated into the decayed precision by one BLAS call, and one Cholesky.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,13 +42,16 @@ from bench.datasets.training_set import TrainingSet
 from bench.harness.errors import ConfigError, require_choice, require_positive
 from bench.harness.progress import progress
 from bench.harness.rng import derived_seed, make_generator
-from bench.methods.laplace.ggn_laplace import GaussianPosterior, GGNPredictive, ggn_matrix
+from bench.harness.timing import Stopwatch
+from bench.methods.laplace.ggn_laplace import GaussianPosterior, GGNPredictive
 from bench.methods.laplace.ggn_methods import FIT_STREAM, GGNPosteriorMethod
 from bench.models.glm_likelihoods import Likelihood
 from bench.models.mlp import MLPShape
-from bench.training.stopping import StoppingRule, forgetting_iterations
+from bench.training.stopping import StationarityMonitor, StationarityRule, forgetting_iterations
 
 ALGORITHMS = ("voggn", "lgva", "oggn")
+# Weight (1 - gamma)^t on the starting precision below which a run may stop.
+FORGETTING_TOLERANCE = 1e-3
 
 
 def require_step_size(key: str, value: float) -> float:
@@ -91,41 +101,61 @@ def ggn_pseudo_data(algorithm: str, network: MLPShape, state: NaturalGradientSta
     return f_hat, jacobian.expand(mc_samples, -1, -1)
 
 
+def pseudo_data_statistics(f_hat: Tensor, jacobians: Tensor, y: Tensor,
+                           likelihood: Likelihood) -> tuple[Tensor, Tensor]:
+    """``g = 1/S sum_s J-hat_s^T r(f-hat_s)`` and rows ``R`` ``[S N, P]`` with
+    ``R^T R = H = 1/S sum_s J-hat_s^T Lambda(f-hat_s) J-hat_s``."""
+    n_samples = f_hat.shape[0]
+    residuals = torch.stack([likelihood.residual(f_s, y) for f_s in f_hat])
+    weights = torch.stack([likelihood.hessian(f_s).expand_as(f_s) for f_s in f_hat])
+    gradient = torch.einsum("snp,sn->p", jacobians, residuals) / n_samples
+    rows = jacobians * (weights.clamp_min(0) / n_samples).sqrt().unsqueeze(2)
+    return gradient, rows.reshape(-1, rows.shape[-1])
+
+
+def precision_and_mean_update(state: NaturalGradientState, objective_gradient: Tensor,
+                              rows: Tensor, prior_precision: float,
+                              step_size: float) -> NaturalGradientState:
+    """Steps (c)-(d) of notes section 5 given ``g - delta mu_t`` and the rows of ``H``:
+    ``Lambda_{t+1} = (1 - gamma) Lambda_t + gamma (delta I + R^T R)``,
+    ``mu_{t+1} = mu_t + gamma Lambda_{t+1}^-1 (g - delta mu_t)``."""
+    precision = torch.addmm(state.precision, rows.T, rows, beta=1 - step_size,
+                            alpha=step_size)
+    precision.diagonal().add_(step_size * prior_precision)
+    cholesky = torch.linalg.cholesky(precision)
+    direction = torch.cholesky_solve(objective_gradient.unsqueeze(1), cholesky).squeeze(1)
+    return NaturalGradientState(state.mean + step_size * direction, precision, cholesky)
+
+
 def natural_gradient_step(state: NaturalGradientState, f_hat: Tensor, jacobians: Tensor,
                           y: Tensor, likelihood: Likelihood, prior_precision: float,
                           step_size: float) -> NaturalGradientState:
     """One update (c)-(d) of notes section 5 from the pseudo-data ``(f-hat_s, J-hat_s)``."""
-    n_samples = f_hat.shape[0]
-    gradient = torch.zeros_like(state.mean)
-    curvature = torch.zeros_like(state.precision)
-    for f_s, jacobian in zip(f_hat, jacobians, strict=True):
-        gradient += jacobian.T @ likelihood.residual(f_s, y)
-        curvature += ggn_matrix(jacobian, likelihood.hessian(f_s))
-    gradient /= n_samples
-    curvature /= n_samples
-    curvature.diagonal().add_(prior_precision)
-    precision = (1 - step_size) * state.precision + step_size * curvature
-    cholesky = torch.linalg.cholesky(precision)
-    direction = torch.cholesky_solve((gradient - prior_precision * state.mean).unsqueeze(1),
-                                     cholesky).squeeze(1)
-    return NaturalGradientState(state.mean + step_size * direction, precision, cholesky)
+    gradient, rows = pseudo_data_statistics(f_hat, jacobians, y, likelihood)
+    return precision_and_mean_update(state, gradient - prior_precision * state.mean, rows,
+                                     prior_precision, step_size)
+
+
+def finite_or_none(value: float) -> float | None:
+    """``value``, or None where it is not finite (a window measure before the window fills)."""
+    return value if math.isfinite(value) else None
 
 
 @dataclass
 class NaturalGradientTrace:
     """Per iteration: relative mean change ``|mu_{t+1} - mu_t| / |mu_t|``,
-    ``log det Lambda_{t+1}`` and the training negative log likelihood at the mean."""
+    ``log det Lambda_{t+1}``, the training negative log likelihood at the mean, the norm of the
+    gradient of the objective at the mean ``|g - delta mu_t|`` and the stopping rule's window
+    measures (:class:`bench.training.stopping.StationarityMonitor`); why the run stopped."""
 
     mean_change: list[float] = field(default_factory=list)
     log_det_precision: list[float] = field(default_factory=list)
     train_nll: list[float] = field(default_factory=list)
-
-
-def has_settled(trace: NaturalGradientTrace, stopping: StoppingRule, step_size: float) -> bool:
-    """Whether the training NLL at the mean has settled and the precision has forgotten
-    ``Sigma_0`` to the rule's tolerance (:func:`forgetting_iterations`)."""
-    return (len(trace.train_nll) >= forgetting_iterations(step_size, stopping.tolerance)
-            and stopping.settled(trace.train_nll))
+    gradient_norm: list[float] = field(default_factory=list)
+    window_gradient_norm: list[float] = field(default_factory=list)
+    window_step: list[float] = field(default_factory=list)
+    stop_reason: str = "max_iterations"
+    window_gradient_standard_error: float | None = None
 
 
 def run_natural_gradient_vi(algorithm: str, network: MLPShape, x: Tensor, y: Tensor,
@@ -133,12 +163,13 @@ def run_natural_gradient_vi(algorithm: str, network: MLPShape, x: Tensor, y: Ten
                             initial_mean: Tensor, *, step_size: float, iterations: int,
                             initial_variance: float, mc_samples: int,
                             generator: torch.Generator,
-                            stopping: StoppingRule | None = None) -> tuple[NaturalGradientState,
-                                                                           NaturalGradientTrace]:
+                            stopping: StationarityRule | None = None,
+                            ) -> tuple[NaturalGradientState, NaturalGradientTrace]:
     """At most ``iterations`` updates from ``N(initial_mean, initial_variance I)``, fewer when
-    ``stopping`` finds the run settled (:func:`has_settled`); Monte Carlo draws from
-    ``generator``. Returns the final state and the monitored trace."""
-    stopping = stopping or StoppingRule()
+    ``stopping`` finds the mean stationary (window averages for VOGGN and LGVA, every iterate
+    of the window for OGGN) after the precision has forgotten its start; Monte Carlo draws
+    from ``generator``. Returns the final state and the monitored trace."""
+    stopping = stopping or StationarityRule()
     require_choice("method.algorithm", algorithm, ALGORITHMS)
     step_size = require_step_size("method.step_size", step_size)
     require_positive("method.iterations", iterations)
@@ -146,20 +177,30 @@ def run_natural_gradient_vi(algorithm: str, network: MLPShape, x: Tensor, y: Ten
     require_positive("method.mc_samples", mc_samples)
     state = NaturalGradientState.isotropic(initial_mean.detach().clone(), initial_variance)
     trace = NaturalGradientTrace()
+    monitor = StationarityMonitor(stopping, averaged=algorithm != "oggn")
+    forgotten_after = forgetting_iterations(step_size, FORGETTING_TOLERANCE)
     with torch.no_grad():
-        for _ in progress(range(iterations), desc=algorithm, unit="it"):
+        for t in progress(range(iterations), desc=algorithm, unit="it"):
             f_hat, jacobians = ggn_pseudo_data(algorithm, network, state, x, mc_samples,
                                                generator)
-            new = natural_gradient_step(state, f_hat, jacobians, y, likelihood,
-                                        prior_precision, step_size)
+            gradient, rows = pseudo_data_statistics(f_hat, jacobians, y, likelihood)
+            objective_gradient = gradient - prior_precision * state.mean
+            new = precision_and_mean_update(state, objective_gradient, rows, prior_precision,
+                                            step_size)
+            monitor.update(state.mean, objective_gradient, new.mean)
             trace.mean_change.append(float((new.mean - state.mean).norm()
                                            / state.mean.norm().clamp_min(1e-300)))
             trace.log_det_precision.append(new.posterior.log_det_precision())
             f_mean = network.forward_1d(new.mean, x)
             trace.train_nll.append(float(-likelihood.log_prob(f_mean, y).sum()))
+            trace.gradient_norm.append(float(objective_gradient.norm()))
             state = new
-            if stopping.active and has_settled(trace, stopping, step_size):
+            if t + 1 >= forgotten_after and monitor.stationary():
+                trace.stop_reason = "stationary"
                 break
+    trace.window_gradient_standard_error = monitor.gradient_standard_error()
+    trace.window_gradient_norm = monitor.window_gradient_trace
+    trace.window_step = monitor.window_step_trace
     return state, trace
 
 
@@ -168,8 +209,9 @@ class NaturalGradientGGN(GGNPosteriorMethod):
     """VOGGN, LGVA or OGGN (``algorithm``) from ``N(mu_0, initial_variance I)`` with ``mu_0``
     the shared initialisation, ``iterations`` full-batch updates of step size ``step_size``
     with ``mc_samples`` draws each (thesis: ``gamma = 0.999``, ``S = 1``, ``Sigma_0 = 0.1 I``),
-    fewer when ``stop_window > 0`` and the :class:`StoppingRule` finds the training NLL
-    settled (:func:`has_settled`). The GLM predictive linearises at the final mean."""
+    fewer when ``stop_window > 0`` and the :class:`StationarityRule` (``stop_window``,
+    ``stop_gradient_tolerance``, ``stop_step_tolerance``) finds the mean stationary. The GLM
+    predictive linearises at the final mean."""
 
     name: str = "VOGGN"
     algorithm: str = "voggn"
@@ -178,9 +220,11 @@ class NaturalGradientGGN(GGNPosteriorMethod):
     initial_variance: float = 0.1
     mc_samples: int = 1
     stop_window: int = 0
-    stop_tolerance: float = 0.0
+    stop_gradient_tolerance: float = 0.0
+    stop_step_tolerance: float = 0.0
     trace: NaturalGradientTrace | None = field(default=None, init=False, repr=False)
-    stopping: StoppingRule = field(default_factory=StoppingRule, init=False, repr=False)
+    stopping: StationarityRule = field(default_factory=StationarityRule, init=False,
+                                       repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -188,38 +232,46 @@ class NaturalGradientGGN(GGNPosteriorMethod):
         self.step_size = require_step_size("method.step_size", self.step_size)
         for key in ("iterations", "initial_variance", "mc_samples"):
             require_positive(f"method.{key}", getattr(self, key))
-        self.stopping = StoppingRule(self.stop_window, float(self.stop_tolerance))
+        self.stopping = StationarityRule(self.stop_window, self.stop_gradient_tolerance,
+                                         self.stop_step_tolerance)
         if self.stop_window > self.iterations:
             raise ConfigError(f"method.stop_window={self.stop_window} is not valid; it must "
                               f"be at most method.iterations={self.iterations}")
 
     def fit(self, data: TrainingSet, seed: int, base: Any = None) -> dict[str, Any]:
-        """Run the iterations; diagnostics: the last relative mean change, the last
-        ``log det Lambda`` and training NLL, and their values 10% of the run earlier; with a
-        stopping rule also whether it stopped the run and the final bands of the training NLL
-        and (not part of the rule: it keeps moving while the mean drifts along flat
-        directions) of ``log det Lambda``."""
+        """Run the iterations; diagnostics: why the run stopped (``stop_reason``:
+        ``stationary`` or ``max_iterations``), the iterations and seconds per iteration, the
+        final norm of the gradient of the objective at the mean (``final_gradient_norm``:
+        the last iterate's; ``window_gradient_norm`` and ``window_step``: the stopping
+        rule's window measures, None without a rule; ``window_gradient_standard_error``: the
+        Monte Carlo standard error of the window's mean gradient, sampling algorithms), the
+        last relative mean change,
+        ``log det Lambda`` and training NLL, and their values 10% of the run earlier."""
         x, y = data.train_inputs, data.train_labels
         network = self.network(int(x.shape[1]))
+        watch = Stopwatch()
         state, trace = run_natural_gradient_vi(
             self.algorithm, network, x, y, self.likelihood_model(), float(self.prior_precision),
             self.initial_mean(network, seed), step_size=self.step_size,
             iterations=int(self.iterations), initial_variance=float(self.initial_variance),
             mc_samples=int(self.mc_samples),
             generator=make_generator(derived_seed([seed, FIT_STREAM])), stopping=self.stopping)
+        seconds = watch.elapsed()
         self.trace = trace
         self._finish(GGNPredictive(network, state.posterior, state.mean,
                                    self.likelihood_model()), seed)
         earlier = max(0, int(0.9 * len(trace.train_nll)) - 1)
-        diagnostics = {"iterations": len(trace.train_nll),
-                       "final_mean_change": trace.mean_change[-1],
-                       "final_log_det_precision": trace.log_det_precision[-1],
-                       "final_train_nll": trace.train_nll[-1],
-                       "log_det_precision_at_90pc": trace.log_det_precision[earlier],
-                       "train_nll_at_90pc": trace.train_nll[earlier],
-                       "n_params": network.n_params}
-        if self.stopping.active:
-            diagnostics["converged"] = has_settled(trace, self.stopping, self.step_size)
-            diagnostics["train_nll_band"] = self.stopping.band(trace.train_nll)
-            diagnostics["log_det_precision_band"] = self.stopping.band(trace.log_det_precision)
-        return diagnostics
+        return {"iterations": len(trace.train_nll),
+                "seconds_per_iteration": seconds / len(trace.train_nll),
+                "stop_reason": trace.stop_reason,
+                "converged": trace.stop_reason == "stationary",
+                "final_gradient_norm": trace.gradient_norm[-1],
+                "window_gradient_norm": finite_or_none(trace.window_gradient_norm[-1]),
+                "window_step": finite_or_none(trace.window_step[-1]),
+                "window_gradient_standard_error": trace.window_gradient_standard_error,
+                "final_mean_change": trace.mean_change[-1],
+                "final_log_det_precision": trace.log_det_precision[-1],
+                "final_train_nll": trace.train_nll[-1],
+                "log_det_precision_at_90pc": trace.log_det_precision[earlier],
+                "train_nll_at_90pc": trace.train_nll[earlier],
+                "n_params": network.n_params}

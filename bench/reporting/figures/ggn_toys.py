@@ -11,11 +11,18 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from bench.reporting.aggregate import mean_and_ci  # noqa: E402
+from bench.reporting.claims import Summary  # noqa: E402
 
 GRID_METRICS = ("log_evidence", "train_ll", "test_ll")
 GRID_TITLES = {"log_evidence": "log marginal likelihood (Laplace-GGN)",
                "train_ll": "train log likelihood (mean)", "test_ll": "test log likelihood (mean)"}
 POSTERIORS = ("VOGGN", "LGVA", "OGGN", "L-GGN")
+# The thesis's four posteriors, then our sensitivity row: VOGGN with S = 10 Monte Carlo draws.
+SENSITIVITY_ROWS = ("VOGGN-S10",)
+FIGURE_POSTERIORS = (*POSTERIORS, *SENSITIVITY_ROWS)
 PROTOCOLS = ("paper", "corrected")
 PREDICTIVE_ROWS = (("nn", "NN pred."), ("glm", "GLM pred."))
 
@@ -139,7 +146,7 @@ def regression_model_selection(records: list[dict[str, Any]], spec=None):
 
 
 def _contour(ax, arrays: dict[str, Any], values: list[float], shape: list[int], *,
-             levels=None, cmap="RdBu_r"):
+             levels=None, cmap="RdBu_r", extend="neither"):
     """Filled contours of ``values`` over the record's 2-D plot grid, training points on top."""
     side = int(round(math.sqrt(shape[0])))
     xs = arrays["x_plot"][0::2]
@@ -148,7 +155,7 @@ def _contour(ax, arrays: dict[str, Any], values: list[float], shape: list[int], 
     grid_y = [ys[i * side:(i + 1) * side] for i in range(side)]
     grid_v = [values[i * side:(i + 1) * side] for i in range(side)]
     image = ax.contourf(grid_x, grid_y, grid_v, levels=levels if levels is not None else 10,
-                        cmap=cmap)
+                        cmap=cmap, extend=extend)
     train = arrays["x_train"]
     labels = arrays["y_train"]
     ax.scatter(train[0::2], train[1::2], c=["black" if y > 0.5 else "white" for y in labels],
@@ -159,18 +166,88 @@ def _contour(ax, arrays: dict[str, Any], values: list[float], shape: list[int], 
 
 
 PROBABILITY_LEVELS = [i / 10 for i in range(11)]
+# Colour limits of an uncertainty map: these percentiles of its values, so that a thin line
+# of extreme values (a ridge of the decision boundary) cannot set the scale of the map.
+ROBUST_PERCENTILES = (2.0, 98.0)
+
+
+def log10_map(values: list[float | None]) -> list[float]:
+    """``log10`` of a map's values (NaN, left blank, where a value is missing or not
+    positive): the sd maps span many decades (``Lambda = s (1 - s)`` decays exponentially
+    away from the decision boundary)."""
+    return [math.log10(v) if v is not None and v > 0 else math.nan for v in values]
+
+
+def robust_levels(values: list[float | None], n_levels: int = 10) -> list[float]:
+    """``n_levels + 1`` contour levels evenly spanning the :data:`ROBUST_PERCENTILES` of the
+    finite ``values`` (drawn with ``extend="both"``: values beyond them take the end
+    colours)."""
+    finite = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    if finite.size == 0:
+        return [0.0, 1.0]
+    low, high = np.percentile(finite, ROBUST_PERCENTILES)
+    if not high > low:
+        high = low + max(abs(low), 1.0) * 1e-6
+    return [float(v) for v in np.linspace(low, high, n_levels + 1)]
+
+
+@dataclass(frozen=True)
+class SeedCurve:
+    """One metric over the delta grid of a one-row grid (Figure 5.3): each seed's values and,
+    per delta, their mean with its 95% Student-t band (:func:`mean_and_ci`; NaN bounds with
+    one seed)."""
+
+    prior_precision: list[float]
+    per_seed: dict[int, list[float]]
+    summaries: list[Summary]
+
+    def band(self) -> tuple[list[float], list[float]]:
+        """Lower and upper ends of the band (the mean where it has none)."""
+        ends = [(s.low, s.high) if math.isfinite(s.low) else (s.mean, s.mean)
+                for s in self.summaries]
+        return [low for low, _ in ends], [high for _, high in ends]
+
+
+def seed_curve(records: list[dict[str, Any]], metric: str) -> SeedCurve:
+    """``metric`` over delta from the records' arrays, one curve per seed and their mean;
+    LookupError when no record holds the grid."""
+    per_delta: dict[float, list[float]] = {}
+    per_seed: dict[int, list[float]] = {}
+    for record in sorted(records, key=lambda r: r["seed"]):
+        arrays = record.get("arrays", {})
+        if "prior_precision" not in arrays or metric not in arrays:
+            continue
+        values = [math.nan if v is None else float(v) for v in arrays[metric]]
+        per_seed[int(record["seed"])] = values
+        for delta, value in zip(arrays["prior_precision"], values, strict=True):
+            per_delta.setdefault(round(float(delta), 12), []).append(value)
+    if not per_delta:
+        raise LookupError(f"no {metric} over the delta grid in the records")
+    deltas = sorted(per_delta)
+    summaries = []
+    for delta in deltas:
+        mean, _, low, high = mean_and_ci(per_delta[delta])
+        summaries.append(Summary(mean, low, high, sum(math.isfinite(v)
+                                                      for v in per_delta[delta])))
+    return SeedCurve(deltas, per_seed, summaries)
 
 
 def classification_model_selection(records: list[dict[str, Any]], spec=None):
-    """Figure 5.3: top, the three metrics over delta (evidence optimum *, A, B); bottom, the
-    GLM predictive probability at *, A and B with the training points."""
-    points = sorted(grid_points(records), key=lambda p: p.prior_precision)
-    best = best_point(points)
+    """Figure 5.3: top, the three metrics over delta, the mean over seeds with its 95% band
+    and each seed's curve (evidence optimum of the mean *, A, B); bottom, the GLM predictive
+    probability at *, A and B of the smallest seed with the training points."""
+    records = sorted(records, key=lambda r: r["seed"])
+    best = best_point(grid_points(records))
     examples = {"*": {"prior_precision": best.prior_precision}, **_example_settings(records)}
     fig, axes = plt.subplots(2, 3, figsize=(12, 7))
     for ax, metric in zip(axes[0], GRID_METRICS, strict=True):
-        ax.plot([p.prior_precision for p in points], [getattr(p, metric) for p in points],
-                marker="o", markersize=3)
+        curve = seed_curve(records, metric)
+        for values in curve.per_seed.values():
+            ax.plot(curve.prior_precision, values, color="grey", linewidth=0.6, alpha=0.7)
+        ax.plot(curve.prior_precision, [s.mean for s in curve.summaries], marker="o",
+                markersize=3, color="tab:blue")
+        ax.fill_between(curve.prior_precision, *curve.band(), color="tab:blue", alpha=0.2,
+                        linewidth=0)
         ax.set_xscale("log")
         for label, setting in examples.items():
             ax.axvline(setting["prior_precision"], color="red" if label == "*" else "grey",
@@ -180,12 +257,15 @@ def classification_model_selection(records: list[dict[str, Any]], spec=None):
         ax.set_title(GRID_TITLES[metric], fontsize=9)
         ax.set_xlabel("prior precision delta", fontsize=8)
         ax.tick_params(labelsize=7)
+    seeds = list(seed_curve(records, "log_evidence").per_seed)
+    fig.suptitle(f"mean over seeds {', '.join(map(str, seeds))} with 95% band; grey: each seed",
+                 fontsize=9)
     for ax, (label, setting) in zip(axes[1], examples.items(), strict=True):
         arrays, prefix = nearest_record_arrays(records, setting["prior_precision"], None)
         shape = records[0]["fitted"]["plot_shape"]
         image = _contour(ax, arrays, arrays[f"{prefix}/glm_probability"], shape,
                          levels=PROBABILITY_LEVELS)
-        ax.set_title(f"{label}: GLM predictive mean, {prefix}", fontsize=9)
+        ax.set_title(f"{label}: GLM predictive mean, {prefix}, seed {seeds[0]}", fontsize=9)
     fig.subplots_adjust(hspace=0.35, right=0.9)
     fig.colorbar(image, ax=axes[1].tolist(), fraction=0.02)
     return fig
@@ -208,7 +288,7 @@ def _predictive_panels(by_protocol: dict, axes, array: str):
     whose record lacks ``<kind>/<array>`` missing, and yield ``(ax, record, kind)`` for the
     rest."""
     for block, (protocol, chosen) in enumerate(by_protocol.items()):
-        for column, posterior in enumerate(POSTERIORS):
+        for column, posterior in enumerate(FIGURE_POSTERIORS):
             record = chosen.get(posterior)
             for offset, (kind, label) in enumerate(PREDICTIVE_ROWS):
                 ax = axes[2 * block + offset, column]
@@ -225,11 +305,11 @@ def _missing(ax) -> None:
 
 def regression_predictives(records: list[dict[str, Any]], spec=None):
     """Figure 5.4: per protocol the rows NN / GLM predictive, columns VOGGN, LGVA, OGGN,
-    L-GGN; mean +- 2 sd of the function (sigma^2 not added, notes 7.4) and three joint
-    samples; x in [0, 6]."""
+    L-GGN and VOGGN with S = 10; mean +- 2 sd of the function (sigma^2 not added, notes 7.4)
+    and three joint samples; x in [0, 6]."""
     by_protocol = _protocol_posterior_records(records)
     n_rows = 2 * len(by_protocol)
-    fig, axes = plt.subplots(n_rows, len(POSTERIORS), figsize=(13, 2.75 * n_rows),
+    fig, axes = plt.subplots(n_rows, len(FIGURE_POSTERIORS), figsize=(16, 2.75 * n_rows),
                              sharex=True, sharey=True, squeeze=False)
     for ax, record, kind in _predictive_panels(by_protocol, axes, "mean"):
         _regression_panel(ax, record["arrays"], kind)
@@ -256,11 +336,12 @@ def _regression_panel(ax, arrays: dict[str, Any], kind: str) -> None:
 
 def classification_predictives(records: list[dict[str, Any]], spec=None):
     """Figure 5.5: per protocol (a) the rows NN / GLM predictive mean, columns VOGGN, LGVA,
-    OGGN, L-GGN; (b) the L-GGN posterior's BLR model sd ``sqrt(Lambda J Sigma J^T Lambda)``
-    and noise sd ``sqrt(Lambda)``."""
+    OGGN, L-GGN and VOGGN with S = 10; (b) the L-GGN posterior's BLR model sd
+    ``sqrt(Lambda J Sigma J^T Lambda)`` and noise sd ``sqrt(Lambda)`` on a log10 scale (colour
+    limits at the 2nd and 98th percentiles of the log values)."""
     by_protocol = _protocol_posterior_records(records)
     n_rows = 2 * len(by_protocol)
-    fig, axes = plt.subplots(n_rows, len(POSTERIORS) + 1, figsize=(15, 3 * n_rows),
+    fig, axes = plt.subplots(n_rows, len(FIGURE_POSTERIORS) + 1, figsize=(18, 3 * n_rows),
                              squeeze=False)
     image = None
     for ax, record, kind in _predictive_panels(by_protocol, axes, "probability"):
@@ -268,16 +349,19 @@ def classification_predictives(records: list[dict[str, Any]], spec=None):
                          record["fitted"]["plot_shape"], levels=PROBABILITY_LEVELS)
     for block, (protocol, chosen) in enumerate(by_protocol.items()):
         laplace = chosen.get("L-GGN")
-        for offset, (name, title) in enumerate((("blr/model_sd", "L-GGN model sd"),
-                                                ("blr/noise_sd", "noise sd sqrt(Lambda)"))):
-            ax = axes[2 * block + offset, len(POSTERIORS)]
+        for offset, (name, title) in enumerate((("blr/model_sd", "log10 L-GGN model sd"),
+                                                ("blr/noise_sd",
+                                                 "log10 noise sd sqrt(Lambda)"))):
+            ax = axes[2 * block + offset, len(FIGURE_POSTERIORS)]
             ax.set_title(f"{title} [{protocol}]", fontsize=9)
             if laplace is None or name not in laplace["arrays"]:
                 _missing(ax)
                 continue
-            sd_image = _contour(ax, laplace["arrays"], laplace["arrays"][name],
-                                laplace["fitted"]["plot_shape"], cmap="viridis")
+            values = log10_map(laplace["arrays"][name])
+            sd_image = _contour(ax, laplace["arrays"], values, laplace["fitted"]["plot_shape"],
+                                cmap="viridis", levels=robust_levels(values), extend="both")
             fig.colorbar(sd_image, ax=ax, fraction=0.046)
     if image is not None:
-        fig.colorbar(image, ax=axes[:, :len(POSTERIORS)].ravel().tolist(), fraction=0.015)
+        fig.colorbar(image, ax=axes[:, :len(FIGURE_POSTERIORS)].ravel().tolist(),
+                     fraction=0.015)
     return fig

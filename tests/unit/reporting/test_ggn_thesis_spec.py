@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
-import pytest
+import math
 
+import pytest
+from matplotlib.collections import PolyCollection
+
+from bench.reporting.aggregate import mean_and_ci
 from bench.reporting.compare import anchor_table
-from bench.reporting.figures.ggn_toys import best_point, grid_points
+from bench.reporting.figures.ggn_toys import (
+    best_point,
+    classification_model_selection,
+    grid_points,
+    seed_curve,
+)
 from bench.reporting.protocol_claims import protocol_label
 from bench.reporting.specs.ggn_thesis import (
     FIGURE_5_2,
     FIGURE_5_3,
+    FIGURE_5_3_OPTIMUM_CAUSE,
     FIGURE_5_4,
+    constant_prediction_nll,
     grid_steps_between_optima,
     near_optimal_end,
 )
@@ -63,25 +74,88 @@ def test_seeds_are_averaged_and_the_near_optimal_range_read_off_the_evidence():
                      "ours"] == pytest.approx(0.0)
 
 
-def predictive_record(row, cells, protocol="paper", fitted=None, trace=None):
+def moons_record(seed, evidence, adam_norm=0.5, polished_norm=1e-7, collapse_from=None):
+    """A polished Figure 5.3 record on the 19-point grid with a 3 x 3 plot grid."""
+    record = grid_record(None, evidence, peaked(12), seed=seed)
+    n = len(DELTAS)
+    train_ll = [-0.1] * n
+    if collapse_from is not None:
+        train_ll[collapse_from:] = [-math.log(2)] * (n - collapse_from)
+    record["arrays"].update({
+        "train_ll": train_ll, "gradient_norm": [polished_norm] * n,
+        "adam_gradient_norm": [adam_norm] * n, "polish_iterations": [40.0] * n,
+        "x_plot": [float(v) for k in range(9) for v in (k % 3, k // 3)],
+        "x_train": [0.0, 0.0, 1.0, 1.0], "y_train": [0.0, 1.0],
+        **{f"delta={d:.3g}/glm_probability": [0.5] * 9 for d in DELTAS}})
+    record["fitted"]["plot_shape"] = [9, 2]
+    record["config"] = {"examples": {"A": {"prior_precision": 0.01},
+                                     "B": {"prior_precision": 100.0}}}
+    return record
+
+
+def test_figure_5_3_curves_are_the_mean_over_seeds_with_a_band():
+    records = [moons_record(seed, [v + seed - 1 for v in peaked(5)]) for seed in (2, 0, 1)]
+    curve = seed_curve(records, "log_evidence")
+    assert list(curve.per_seed) == [0, 1, 2] and curve.prior_precision == pytest.approx(DELTAS)
+    mean, _, low, high = mean_and_ci([-1.0, 0.0, 1.0])
+    assert curve.summaries[5].mean == pytest.approx(mean) and curve.summaries[5].n == 3
+    lows, highs = curve.band()
+    assert (lows[5], highs[5]) == pytest.approx((low, high)) and low < mean < high
+    single = seed_curve(records[:1], "log_evidence")
+    assert single.band() == ([s.mean for s in single.summaries],) * 2
+    figure = classification_model_selection(records)
+    evidence_axis = figure.axes[0]
+    assert len(evidence_axis.lines) >= 3 + 1  # each seed's curve and the mean
+    assert any(isinstance(c, PolyCollection) for c in evidence_axis.collections)  # the band
+    assert "mean over seeds 0, 1, 2" in figure._suptitle.get_text()
+
+
+def test_figure_5_3_causes_quote_each_seeds_polished_fits():
+    records = [moons_record(0, peaked(8), adam_norm=142.0, polished_norm=0.0135,
+                            collapse_from=13),
+               moons_record(1, peaked(8), adam_norm=3.86, collapse_from=14)]
+    records[0]["arrays"]["gradient_norm"][5] = 0.02
+    records[0]["arrays"]["polish_iterations"][5] = 10000.0
+    lines = anchor_table(FIGURE_5_3, records).set_index("label")
+    label = "delta maximising the marginal likelihood"
+    assert lines.loc[label, "verdict"] == "differs"
+    cause = lines.loc[label, "cause"]
+    assert cause.startswith("polished MAPs — seed 0: optimum 0.599, |grad L| <= 0.02 (delta "
+                            "0.129, 10000 L-BFGS it.; Adam's up to 142), f = 0 for delta >= "
+                            "7.74; seed 1: optimum 0.599, |grad L| <= 1e-07 (delta 0.01, 40 "
+                            "L-BFGS it.; Adam's up to 3.86), f = 0 for delta >= 12.9. ")
+    assert cause.endswith(FIGURE_5_3_OPTIMUM_CAUSE)
+    for record in records:  # records without a polish: the measured analysis alone
+        for name in ("adam_gradient_norm", "polish_iterations"):
+            del record["arrays"][name]
+    assert anchor_table(FIGURE_5_3, records).set_index("label").loc[
+        label, "cause"] == FIGURE_5_3_OPTIMUM_CAUSE
+
+
+def predictive_record(row, cells, protocol="paper", fitted=None, samples=1):
     step = 0.999 if protocol == "paper" else 0.1
-    arrays = {} if trace is None else {"trace/train_nll": trace,
-                                       "trace/log_det_precision": [-900.0] * len(trace)}
     return {"status": "ok", "seed": 0, "protocol": protocol, "variant": row,
             "cells": [{"row": row, "column": c, "value": v} for c, v in cells.items()],
-            "arrays": arrays, "fitted": fitted or {},
-            "config": {"posterior": row, "method": {"variants": {row: {"step_size": step}}}}}
+            "arrays": {}, "fitted": fitted or {},
+            "config": {"posterior": row, "method": {"variants": {
+                row: {"step_size": step, "mc_samples": samples}}}}}
 
 
-def regression_records(protocol="paper", ogg_nn_nll=3.0, traces=None):
+def ngvi_fit(iterations, reason, gradient, nll, window=None, step=None):
+    """The fit diagnostics a natural-gradient record holds."""
+    return {"iterations": iterations, "stop_reason": reason, "final_gradient_norm": gradient,
+            "final_train_nll": nll, "window_gradient_norm": window, "window_step": step}
+
+
+def regression_records(protocol="paper", ogg_nn_nll=3.0, fits=None):
     glm = {"glm/test_nll": 0.3, "glm/mean_sd": 0.2}
-    traces = traces or {}
+    fits = fits or {}
     return [predictive_record("VOGGN", {**glm, "nn/test_nll": 0.35, "nn/mean_sd": 0.25},
-                              protocol, trace=traces.get("VOGGN")),
+                              protocol, fitted=fits.get("VOGGN")),
             predictive_record("LGVA", {**glm, "nn/test_nll": 0.6, "nn/mean_sd": 0.5},
-                              protocol, trace=traces.get("LGVA")),
+                              protocol, fitted=fits.get("LGVA")),
             predictive_record("OGGN", {**glm, "nn/test_nll": ogg_nn_nll, "nn/mean_sd": 5.0},
-                              protocol, trace=traces.get("OGGN")),
+                              protocol, fitted=fits.get("OGGN")),
             predictive_record("L-GGN", {"glm/test_nll": 0.9, "glm/mean_sd": 0.2,
                                         "nn/test_nll": 9.0, "nn/mean_sd": 30.0}, protocol,
                               fitted={"gradient_norm": 1530.0})]
@@ -108,13 +182,19 @@ def test_regression_claims_are_judged_from_the_cells():
 
 
 def test_each_protocol_is_judged_on_its_own_records_and_causes_quote_the_other():
-    settled = [30.0] * 50 + [24.0] * 20
-    noisy = [float(100 + 10 * (k % 2)) for k in range(300)]
+    cycling = ngvi_fit(300, "max_iterations", 18.0, 110.0)
     paper = regression_records("paper", ogg_nn_nll=0.1,
-                               traces={"OGGN": noisy, "VOGGN": noisy, "LGVA": noisy})
+                               fits={"OGGN": cycling, "VOGGN": cycling, "LGVA": cycling})
+    stationary = ngvi_fit(70, "stationary", 4e-4, 24.0, window=9e-4, step=2e-5)
+    wandering = {**ngvi_fit(1000, "max_iterations", 2e4, 400.0, window=2.7e3, step=0.013),
+                 "window_gradient_standard_error": 2e3}
     corrected = regression_records("corrected", ogg_nn_nll=3.0,
-                                   traces={"OGGN": settled, "VOGGN": noisy, "LGVA": noisy})
+                                   fits={"OGGN": stationary, "VOGGN": wandering,
+                                         "LGVA": wandering})
     corrected[3]["fitted"] = {"gradient_norm": 2e-7, "adam_gradient_norm": 8.4}
+    corrected[0]["arrays"]["y_train"] = [1.0, -1.0, 2.0, 2.0]  # mean 1, squares 6
+    corrected[0]["config"]["method"].update(likelihood="gaussian", noise_variance=0.5)
+    constant = 6 / (2 * 0.5) + 2 * math.log(2 * math.pi * 0.5)
     lines = anchor_table(FIGURE_5_4, paper + corrected).set_index("label")
     label = "OGGN NN sampling fails: NN minus GLM test NLL (nats)"
     assert lines.loc[protocol_label(label, "paper"), "ours"] == pytest.approx(-0.2)
@@ -123,13 +203,21 @@ def test_each_protocol_is_judged_on_its_own_records_and_causes_quote_the_other()
     assert lines.loc[protocol_label(label, "corrected"), "verdict"] == "agrees"
     cause = lines.loc[protocol_label(label, "paper"), "cause"]
     assert "Protocol corrected: 2.7 (agrees); its fits — " in cause
-    assert ("OGGN: step 0.999, 300 it., train NLL 110, not settled (NLL band 0.095), log det "
-            "band 0;") in cause
-    assert "OGGN: step 0.1, 70 it., train NLL 24, settled" in cause
+    assert ("OGGN: step 0.999, S = 1, 300 it. (max_iterations), gradient norm at the mean "
+            "18, train NLL 110;") in cause
+    assert ("OGGN: step 0.1, S = 1, 70 it. (stationary), gradient norm at the mean 0.0004 "
+            "(window 0.0009, step 2e-05), train NLL 24") in cause
+    assert ("VOGGN: step 0.1, S = 1, 1000 it. (max_iterations), gradient norm at the mean "
+            "2e+04 (window 2.7e+03, Monte Carlo se 2e+03, step 0.013), train NLL 400") in cause
     assert "L-GGN: gradient norm 1.5e+03" in cause
     assert "L-GGN: gradient norm 2e-07 (Adam's 8.4, polished)" in cause
     assert lines.loc[protocol_label(label, "corrected"), "cause"] == ""  # agrees: no cause
-    early = regression_records("corrected", traces={"OGGN": settled[-30:]})
-    cause = anchor_table(FIGURE_5_4, paper + early).set_index("label").loc[
-        protocol_label(label, "paper"), "cause"]
-    assert "OGGN: step 0.1, 30 it., train NLL 24, stopped before forgetting Sigma_0" in cause
+    assert f"a constant prediction has train NLL {constant:.4g}" in cause
+
+
+def test_constant_prediction_nll_of_a_bernoulli_record_is_the_label_entropy():
+    record = {"arrays": {"y_train": [0.0, 1.0, 1.0, 1.0]},
+              "config": {"method": {"likelihood": "bernoulli"}}}
+    assert constant_prediction_nll(record) == pytest.approx(
+        -4 * (0.75 * math.log(0.75) + 0.25 * math.log(0.25)))
+    assert constant_prediction_nll({"arrays": {}, "config": {}}) is None

@@ -124,6 +124,19 @@ def test_rerun_seed_keeps_latest_value() -> None:
     assert (line["mean"], line["n_seeds"], line["n_superseded"]) == (2.0, 1, 1)
 
 
+def test_a_cell_the_task_marked_failed_is_reported_failed_with_its_reason() -> None:
+    record = {"protocol": "paper", "seed": 0, "status": "ok", "finished_at": "1",
+              "config": {"a": 1}, "cells": [{"row": "r", "column": "kept", "value": 2.0}],
+              "failed_cells": [{"row": "r", "column": "ratio", "reason": "near sd underflows"}]}
+    frame = cells_frame([record])
+    failed = frame[frame.column == "ratio"].iloc[0]
+    assert failed["status"] == "failed" and math.isnan(failed["value"])
+    assert failed["error"] == "near sd underflows"
+    summary = aggregate_cells(frame, paper_seed=0).set_index("column")
+    assert summary.loc["ratio", "n_seeds"] == 0 and summary.loc["ratio", "n_failed"] == 1
+    assert summary.loc["kept", "mean"] == 2.0 and summary.loc["kept", "n_failed"] == 0
+
+
 def test_table_7_verdicts(records: list[dict]) -> None:
     table = comparison_table(TABLE_7, records)
     expected = {

@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 
 from bench.datasets.snelson import SnelsonGapData
 from bench.harness.errors import ConfigError
+from bench.harness.jobs import apply_scale_overrides
 from bench.harness.rng import make_generator
 from bench.methods.laplace.ggn_laplace import laplace_ggn_posterior
 from bench.models.glm_likelihoods import GaussianLikelihood
@@ -39,6 +40,14 @@ def test_the_notes_grids_contain_the_reported_optima():
     assert fig_5_5.method.prior_precision == pytest.approx(classification[5])
     fig_5_4 = compose_config(["experiment=ggn_thesis/figure-5.4"])
     assert fig_5_4.method.prior_precision == pytest.approx(deltas[19])
+
+
+@pytest.mark.parametrize("scale", ["smoke", "cpu", "paper"])
+def test_figure_5_3_polishes_every_network_and_averages_seeds(scale):
+    overrides = ["experiment=ggn_thesis/figure-5.3", f"scale={scale}"]
+    cfg = apply_scale_overrides(compose_config(overrides), overrides)
+    assert cfg.method.polish_iterations > 0 and cfg.method.polish_tolerance == 1e-6
+    assert len(cfg.seeds[scale]) >= (1 if scale == "smoke" else 3)
 
 
 @pytest.mark.parametrize(("node", "message"), [

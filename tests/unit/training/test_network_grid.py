@@ -1,4 +1,5 @@
-"""Batched training of a grid of networks equals training them one by one."""
+"""Batched training of a grid of networks equals training them one by one; the L-BFGS polish
+of a grid reaches each network's own minimum (closed form for a linear network)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,11 @@ import torch
 from bench.harness.rng import make_generator
 from bench.models.glm_likelihoods import BernoulliLikelihood, GaussianLikelihood
 from bench.models.mlp import MLPShape, init_parameters
-from bench.training.network_grid import negative_log_joint, train_network_grid
+from bench.training.network_grid import (
+    negative_log_joint,
+    polish_network_grid,
+    train_network_grid,
+)
 
 SHAPE = MLPShape((1, 5, 5, 1), "tanh")
 
@@ -52,3 +57,31 @@ def test_objective_and_gradient_norm_are_each_networks_own():
                     - torch.nn.functional.softplus(SHAPE.forward_1d(fit.theta[b], x))).sum()
                   + 0.5 * deltas[b] * fit.theta[b].pow(2).sum())
         torch.testing.assert_close(fit.objective[b], manual)
+
+
+def test_polished_grid_reaches_each_networks_ridge_solution():
+    """A network without hidden layers is linear, f = w.x + b, so each grid point's MAP under a
+    Gaussian likelihood is ridge regression with its own delta (bias penalised too)."""
+    generator = make_generator(3)
+    x = torch.randn(20, 2, generator=generator, dtype=torch.float64)
+    y = x @ torch.tensor([1.5, -2.0], dtype=torch.float64) + 0.3
+    shape, noise = MLPShape((2, 1), "tanh"), 0.5
+    deltas = torch.tensor([0.1, 1.0, 10.0], dtype=torch.float64)
+    likelihood = GaussianLikelihood(noise)
+    adam = train_network_grid(shape, x, y, likelihood, deltas,
+                              init_parameters(shape, make_generator(4), torch.float64),
+                              lr=1e-2, steps=5)
+    polished = polish_network_grid(shape, adam, x, y, likelihood, deltas, max_iterations=200,
+                                   gradient_tolerance=1e-6)
+    design = torch.cat([x, torch.ones(20, 1, dtype=torch.float64)], dim=1)
+    for b, delta in enumerate(deltas):
+        ridge = torch.linalg.solve(design.T @ design / noise + delta * torch.eye(3,
+                                                                               dtype=x.dtype),
+                                   design.T @ y / noise)
+        torch.testing.assert_close(polished.theta[b], ridge, rtol=1e-7, atol=1e-9)
+    assert float(polished.gradient_norm.max()) <= 1e-6 < float(adam.gradient_norm.min())
+    torch.testing.assert_close(polished.adam_gradient_norm, adam.gradient_norm)
+    assert adam.adam_gradient_norm is None and adam.polish_iterations == ()
+    assert len(polished.polish_iterations) == 3 and min(polished.polish_iterations) > 0
+    torch.testing.assert_close(polished.objective, negative_log_joint(
+        shape, polished.theta, x, y, likelihood, deltas))

@@ -1,5 +1,5 @@
-"""The stopping rule of natural-gradient VI (hand-computed bands) and the L-BFGS polish (the
-minimiser of a quadratic in closed form; a ridge-regression MAP)."""
+"""The stationarity rule of natural-gradient VI (hand-computed window measures) and the
+L-BFGS polish (the minimiser of a quadratic in closed form; a ridge-regression MAP)."""
 
 from __future__ import annotations
 
@@ -14,35 +14,81 @@ from bench.models.glm_likelihoods import GaussianLikelihood
 from bench.models.mlp import MLPShape
 from bench.training.lbfgs_polish import objective_gradient, polish_minimum
 from bench.training.network_grid import negative_log_joint
-from bench.training.stopping import StoppingRule
+from bench.training.stopping import StationarityMonitor, StationarityRule
 
 
-def test_band_is_the_relative_range_of_the_last_window_values():
-    rule = StoppingRule(window=3, tolerance=0.011)
-    values = [50.0, 20.0, 20.1, 19.9, 20.0]
-    # last three: 20.1, 19.9, 20.0 -> range 0.2, mean 20 -> band 0.01: settled (<= 0.011)
-    assert rule.band(values) == pytest.approx(0.2 / 20.0)
-    assert rule.settled(values)
-    assert not rule.settled([*values, 20.5])  # 19.9..20.5 over mean 20.13: band 0.0298
-    assert rule.band([*values, 20.5]) == pytest.approx(0.6 / (60.4 / 3))
+def feed(monitor, means, gradients):
+    """Feed iterations ``means[t] -> means[t + 1]`` with ``gradients[t]``."""
+    for t, gradient in enumerate(gradients):
+        monitor.update(means[t], gradient, means[t + 1])
 
 
-def test_band_is_absolute_near_zero_and_infinite_until_the_window_is_full():
-    rule = StoppingRule(window=2, tolerance=1e-3)
-    assert rule.band([1e-4, -3e-4]) == pytest.approx(4e-4)  # |mean| < 1: divided by 1
-    assert rule.settled([1e-4, -3e-4])
-    assert rule.band([1.0]) == math.inf and not rule.settled([1.0])
-    off = StoppingRule()
-    assert not off.active and not off.settled([1.0] * 100)
+def vectors(*rows):
+    return [torch.tensor(row, dtype=torch.float64) for row in rows]
 
 
-@pytest.mark.parametrize(("window", "tolerance", "key"), [
-    (-1, 1e-3, "method.stop_window=-1"), (2.5, 1e-3, "method.stop_window=2.5"),
-    (True, 1e-3, "method.stop_window=True"), (10, 0.0, "method.stop_tolerance=0.0"),
+def test_deterministic_rule_takes_the_worst_iterate_of_the_window():
+    rule = StationarityRule(window=2, gradient_tolerance=0.5, step_tolerance=0.1)
+    monitor = StationarityMonitor(rule, averaged=False)
+    means = vectors([4.0, 0.0], [3.0, 0.0], [2.9, 0.0], [2.88, 0.0])
+    feed(monitor, means, vectors([3.0, 4.0], [0.3, 0.4], [0.0, 0.1]))
+    # window = last two iterates: gradient norms 0.5 and 0.1, relative steps 0.1/3, 0.02/2.9
+    assert monitor.gradient_measure() == pytest.approx(0.5)
+    assert monitor.step_measure() == pytest.approx(0.1 / 3)
+    assert monitor.stationary()
+    assert monitor.window_gradient_trace == [math.inf, pytest.approx(5.0), pytest.approx(0.5)]
+
+
+def test_deterministic_rule_is_not_fooled_by_a_two_cycle():
+    """Means alternating between two points with gradients of opposite sign: the loss would
+    repeat exactly and the window averages of gradient and drift vanish, yet no iterate is
+    stationary."""
+    rule = StationarityRule(window=4, gradient_tolerance=1e-3, step_tolerance=1e-3)
+    a, b = vectors([1.0, 2.0], [1.01, 2.0])
+    monitor = StationarityMonitor(rule, averaged=False)
+    up, down = vectors([6.0, 0.0], [-6.0, 0.0])
+    feed(monitor, [a, b] * 10 + [a], [up, down] * 10)
+    assert not monitor.stationary() and monitor.gradient_measure() == pytest.approx(6.0)
+    averaged = StationarityMonitor(rule, averaged=True)
+    feed(averaged, [a, b] * 10 + [a], [up, down] * 10)
+    assert averaged.gradient_measure() == 0.0 and averaged.step_measure() == 0.0
+
+
+def test_averaged_rule_uses_the_window_mean_gradient_and_the_net_drift():
+    rule = StationarityRule(window=3, gradient_tolerance=0.4, step_tolerance=0.05)
+    monitor = StationarityMonitor(rule, averaged=True)
+    means = vectors([10.0], [11.0], [10.5], [10.0], [11.2])
+    feed(monitor, means, vectors([2.0], [-1.0], [0.5], [1.0]))
+    # last three gradients -1, 0.5, 1: mean 1/6; net drift of the last three iterations
+    # 11.0 -> 11.2, per iteration and relative to |mu| = 11.2
+    assert monitor.gradient_measure() == pytest.approx(1 / 6)
+    assert monitor.step_measure() == pytest.approx(0.2 / (3 * 11.2))
+    assert monitor.stationary()
+    monitor.update(means[-1], torch.tensor([3.0], dtype=torch.float64), means[-1])
+    assert monitor.gradient_measure() == pytest.approx((0.5 + 1 + 3) / 3)
+    assert not monitor.stationary()
+
+
+def test_rule_off_or_window_not_full_never_stops():
+    off = StationarityMonitor(StationarityRule(), averaged=False)
+    zero = torch.zeros(2, dtype=torch.float64)
+    for _ in range(5):
+        off.update(zero, zero, zero)
+    assert not StationarityRule().active and not off.stationary()
+    short = StationarityMonitor(StationarityRule(3, 1.0, 1.0), averaged=False)
+    short.update(zero, zero, zero)
+    assert short.gradient_measure() == math.inf and not short.stationary()
+
+
+@pytest.mark.parametrize(("window", "gradient", "step", "key"), [
+    (-1, 1e-3, 1e-3, "method.stop_window=-1"), (2.5, 1e-3, 1e-3, "method.stop_window=2.5"),
+    (True, 1e-3, 1e-3, "method.stop_window=True"),
+    (10, 0.0, 1e-3, "method.stop_gradient_tolerance=0.0"),
+    (10, 1e-3, -1.0, "method.stop_step_tolerance=-1.0"),
 ])
-def test_bad_stopping_settings_name_the_key(window, tolerance, key):
+def test_bad_stopping_settings_name_the_key(window, gradient, step, key):
     with pytest.raises(ConfigError, match=key):
-        StoppingRule(window=window, tolerance=tolerance)
+        StationarityRule(window=window, gradient_tolerance=gradient, step_tolerance=step)
 
 
 def test_polish_reaches_the_closed_form_minimiser_of_a_quadratic():
