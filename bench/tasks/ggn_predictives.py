@@ -115,12 +115,10 @@ def classification_cells(method: GGNPosteriorMethod, data, x_plot: Tensor, resul
             result.add(row, f"{kind}/{name}", value)
         plot_probability = torch.sigmoid(method.function_samples(x_plot, kind)).mean(0)
         result.arrays[f"{kind}/probability"] = plot_probability.tolist()
-    model = method.model
-    mean, _ = model.blr_predictive(x_plot)
-    f_plot = model.network.forward_1d(model.linearisation_point, x_plot)
-    weights = model.likelihood.hessian(f_plot)
-    function_variance = model.posterior.function_variance(
-        model.network.jacobian(model.linearisation_point, x_plot))
+    likelihood = method.model.likelihood
+    f_plot, shift, function_variance = method.model.blr_terms(x_plot)
+    weights = likelihood.hessian(f_plot)
+    mean = likelihood.mean(f_plot) + weights * shift  # eq. 3.16's mean
     # sqrt(Lambda J Sigma J^T Lambda) taken as Lambda sqrt(J Sigma J^T), not by subtracting
     # Lambda from eq. 3.16's variance (which cancels to rounding noise where Lambda is tiny)
     model_sd = weights * function_variance.sqrt()

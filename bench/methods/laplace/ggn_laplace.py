@@ -272,16 +272,22 @@ class GGNPredictive:
         return (f + jacobian @ (self.posterior.mean - point),
                 self.posterior.function_variance(jacobian))
 
-    def blr_predictive(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """Eq. 3.16: mean ``g^-1(f*) + Lambda J (mu - theta*)`` and variance
-        ``Lambda J Sigma J^T Lambda + Lambda`` (for a Gaussian likelihood with ``Lambda`` read
-        as the noise ``sigma^2``: the GLM predictive of y)."""
+    def blr_terms(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """What eq. 3.16 is built from at ``x``: the network's output ``f*`` at the
+        linearisation point, the shift ``J (mu - theta*)`` and the function variance
+        ``J Sigma J^T`` (one Jacobian and one triangular solve)."""
         point = self.linearisation_point
         with torch.no_grad():
             f = self.network.forward_1d(point, x)
         jacobian = self.network.jacobian(point, x)
         shift = jacobian @ (self.posterior.mean - point)
-        variance = self.posterior.function_variance(jacobian)
+        return f, shift, self.posterior.function_variance(jacobian)
+
+    def blr_predictive(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """Eq. 3.16: mean ``g^-1(f*) + Lambda J (mu - theta*)`` and variance
+        ``Lambda J Sigma J^T Lambda + Lambda`` (for a Gaussian likelihood with ``Lambda`` read
+        as the noise ``sigma^2``: the GLM predictive of y)."""
+        f, shift, variance = self.blr_terms(x)
         if isinstance(self.likelihood, BernoulliLikelihood):
             weights = self.likelihood.hessian(f)
             return self.likelihood.mean(f) + weights * shift, weights**2 * variance + weights

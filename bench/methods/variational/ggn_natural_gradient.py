@@ -193,7 +193,7 @@ def run_natural_gradient_vi(algorithm: str, network: MLPShape, x: Tensor, y: Ten
             trace.log_det_precision.append(new.posterior.log_det_precision())
             f_mean = network.forward_1d(new.mean, x)
             trace.train_nll.append(float(-likelihood.log_prob(f_mean, y).sum()))
-            trace.gradient_norm.append(float(objective_gradient.norm()))
+            trace.gradient_norm.append(monitor.gradient_norms[-1])
             state = new
             if t + 1 >= forgotten_after and monitor.stationary():
                 trace.stop_reason = "stationary"
