@@ -24,6 +24,7 @@ from bench.reporting.index import write_overview
 from bench.reporting.render import ScaleConflict, render_report
 from bench.reporting.spec import ArtifactSpec
 from bench.reporting.specs import SPECS
+from bench.reporting.summary import MissingCause
 
 SCALE_ORDER = ("paper", "cpu", "smoke")
 
@@ -97,7 +98,7 @@ def report_one(spec: ArtifactSpec, results_dir: Path, out_dir: Path, scale: str 
     try:
         written = render_report(spec, records, out_dir, damaged=[str(e) for e in damaged],
                                 replace_scale=replace_scale)
-    except ScaleConflict as err:
+    except (ScaleConflict, MissingCause) as err:
         raise ReportError(str(err)) from None
     for path in [*written, summary_path(spec.paper, spec.artifact, out_dir)]:
         print(f"wrote {path}")
@@ -151,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"wrote {path} (backfilled from the report's files)")
             for path in write_overview(args.out):
                 print(f"wrote {path}")
-    except ReportError as err:
+    except (ReportError, MissingCause) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0

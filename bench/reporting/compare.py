@@ -13,7 +13,17 @@ from bench.reporting.catalog import make_target
 from bench.reporting.intervals import Range, cell_ranges, clip_interval, range_text
 from bench.reporting.spec import ArtifactSpec
 from bench.reporting.targets import PaperValue, paper_values
-from bench.reporting.verdicts import FAILED, MISSING, NEEDS_DATA, Verdict, judge
+from bench.reporting.verdicts import (
+    AGREES,
+    CLOSE,
+    DIFFERS,
+    FAILED,
+    MISSING,
+    NEEDS_DATA,
+    NOT_COMPARABLE,
+    Verdict,
+    judge,
+)
 
 COMPARISON_COLUMNS = (
     "artifact", "row", "column", "paper", "ours", "ci_low", "ci_high", "n_seeds", "scale",
@@ -68,9 +78,20 @@ def _gap_verdict(spec: ArtifactSpec, key: tuple[str, str], summary: dict | None,
     return Verdict(MISSING, f"no ok record; run `make {make_target(spec.paper, spec.artifact)}`")
 
 
+def _comparable(spec: ArtifactSpec, protocol: str, key: tuple[str, str], verdict: Verdict,
+                ok_records: list[dict[str, Any]]) -> Verdict:
+    """``verdict``, or ``not comparable`` with the spec's reason when a judged cell (agrees,
+    close, differs) is declared not comparable for these records."""
+    if verdict.verdict not in (AGREES, CLOSE, DIFFERS):
+        return verdict
+    reason = spec.not_comparable_reason(protocol, *key, ok_records)
+    return Verdict(NOT_COMPARABLE, reason) if reason else verdict
+
+
 def _cell_line(spec: ArtifactSpec, protocol: str, key: tuple[str, str],
                paper: PaperValue | None, summary: dict | None,
-               unattributed: list[str], bounds: Range | None = None) -> dict[str, Any]:
+               unattributed: list[str], bounds: Range | None = None,
+               ok_records: list[dict[str, Any]] = ()) -> dict[str, Any]:
     row, column = key
     rule = spec.rule_for(protocol, row, column)
     cause = spec.cause_for(protocol, row, column)
@@ -86,6 +107,7 @@ def _cell_line(spec: ArtifactSpec, protocol: str, key: tuple[str, str],
         at_seed = stats["ours_paper_seed"]
         ours = at_seed if math.isfinite(at_seed) else stats["mean"]
         verdict = judge(rule, paper, ours, (stats["ci_low"], stats["ci_high"]), cause)
+        verdict = _comparable(spec, protocol, key, verdict, list(ok_records))
         if stats["n_failed"]:
             failures = f"{stats['n_failed']} run(s) failed: {_one_line(stats['error'])}"
             verdict = Verdict(verdict.verdict, _join(verdict.cause, failures))
@@ -130,6 +152,19 @@ def _ranges(spec: ArtifactSpec, keys_of: dict[str, list[tuple[str, str]]],
     return cell_ranges(spec, values, units)
 
 
+def targets_of_mapped_rows(spec: ArtifactSpec, targets: dict[tuple[str, str], PaperValue],
+                           rows: list[str]) -> dict[tuple[str, str], PaperValue]:
+    """The paper values of a spec with ``paper_rows``: each produced row mapped to a paper
+    row takes that row's values; the paper's rows themselves are left out."""
+    mapped = {}
+    for row in dict.fromkeys(rows):
+        paper_row = spec.paper_row(row)
+        for (target_row, column), value in targets.items():
+            if target_row == paper_row:
+                mapped[(row, column)] = value
+    return mapped
+
+
 def comparison_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.DataFrame:
     """The long table of a report: one line per (protocol, row, column), columns
     ``COMPARISON_COLUMNS``.
@@ -148,6 +183,8 @@ def comparison_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.Da
         key: value for key, value in paper_values(spec.paper, spec.target_artifacts).items()
         if not spec.is_ignored(*key)
     }
+    if spec.paper_rows:
+        targets = targets_of_mapped_rows(spec, targets, [row for _, row, _ in summaries])
     keys_of = {}
     for protocol in ordered_protocols(records):
         produced = [(row, col) for (p, row, col) in summaries if p == protocol]
@@ -156,10 +193,13 @@ def comparison_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.Da
     ranges = _ranges(spec, keys_of, targets, summaries)
     lines = []
     for protocol, keys in keys_of.items():
+        ok_records = [r for r in records
+                      if r.get("status") == "ok" and r.get("protocol", "") == protocol]
         for key in keys:
             lines.append(_cell_line(spec, protocol, key, targets.get(key),
                                     summaries.get((protocol, *key)),
-                                    unattributed.get(protocol, []), ranges[(protocol, *key)]))
+                                    unattributed.get(protocol, []), ranges[(protocol, *key)],
+                                    ok_records))
     table = pd.DataFrame(lines, columns=[c for c in COMPARISON_COLUMNS if c != "scale"])
     table.insert(COMPARISON_COLUMNS.index("scale"), "scale", scales_of(records))
     return table
@@ -182,8 +222,10 @@ def anchor_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.DataFr
     """One line per anchor of the spec: label, paper, ours, verdict, cause.
 
     An anchor whose getter finds nothing in the records (LookupError or ValueError) is
-    ``missing``, with the error as its cause. An anchor whose ``applies`` says no is left
-    out.
+    ``missing``, with the error as its cause. An anchor that ``spec.not_comparable`` declares
+    not comparable for these records (pattern ``(label, "")``) is ``not comparable`` with the
+    reason as its cause, whether or not the getter found a value. An anchor whose ``applies``
+    says no is left out.
     """
     ok_records = [r for r in records if r.get("status") == "ok"]
     lines = []
@@ -204,6 +246,9 @@ def anchor_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.DataFr
             ours, verdict = math.nan, Verdict(MISSING, _one_line(f"{type(err).__name__}: {err}"))
         else:
             verdict = judge(rule, paper, ours, (math.nan, math.nan), cause)
+        reason = spec.not_comparable_reason("*", anchor.label, "", ok_records)
+        if reason:
+            verdict = Verdict(NOT_COMPARABLE, reason)
         lines.append({"label": anchor.label, "paper": anchor.paper, "ours": ours,
                       "verdict": verdict.verdict, "cause": verdict.cause})
     return pd.DataFrame(lines, columns=list(ANCHOR_COLUMNS))

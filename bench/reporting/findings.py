@@ -2,11 +2,13 @@
 cannot confirm, one line each, generated from the reports' summaries (never written by hand).
 
 A claim is an anchor of a report spec; a printed number is a table cell with a paper value.
-Contradicted is ``differs``; not confirmed is ``close``, ``missing``, ``failed`` or ``needs data``.
-Each line gives our number beside the paper's, a link to the report section holding it and
-the cause the spec gives (a protocol fact, a scale deviation). Claims get a line each (those
-waiting for data share one); a number that differs under the paper's protocol gets a line of
-its own, the other numbers one line per (protocol, verdict, cause).
+Contradicted is ``differs``; not confirmed is ``close``, ``missing``, ``failed``, ``needs data``
+or ``not comparable``. Each line gives our number beside the paper's, a link to the report
+section holding it and the cause the spec gives (a side run, a sensitivity row, an independent
+check). Claims get a line each (those waiting for data share one); a number that differs under
+the paper's protocol gets a line of its own, the other numbers one line per (protocol, verdict,
+cause). Reports rendered before causes were required (summary schema 1, or backfilled) are not
+refused; their differs / close without a cause are counted in a section of their own.
 """
 
 from __future__ import annotations
@@ -15,15 +17,22 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from bench.reporting.catalog import make_target
 from bench.reporting.files import write_atomically
 from bench.reporting.formatting import GAP, format_compact
 from bench.reporting.markdown import heading_slug
-from bench.reporting.summary import UNCONFIRMED
-from bench.reporting.verdicts import CLOSE, DIFFERS, NEEDS_DATA
+from bench.reporting.summary import (
+    PAPER_PROTOCOLS,
+    UNCONFIRMED,
+    causeless_verdicts,
+    under_cause_rule,
+)
+from bench.reporting.verdicts import CAUSE_REQUIRED, DIFFERS, NEEDS_DATA, NOT_COMPARABLE
 
 CAUSE_CHARS = 400
 FINDINGS_NAME = "FINDINGS.md"
-PAPER_PROTOCOLS = ("paper", "")
+BEFORE_CAUSES_HEADING = "Rendered before causes were required"
+NO_CAUSE = " No cause given."
 
 
 def _cause(text: str, verdict: str = "") -> str:
@@ -33,7 +42,7 @@ def _cause(text: str, verdict: str = "") -> str:
         text = "; ".join(part.split(": ")[0] for part in text.split("; ") if ": put " in part
                          or part.startswith(("image data set", "WILDS"))) or text
     if not text:
-        return ""
+        return NO_CAUSE if verdict in CAUSE_REQUIRED else ""
     short = text if len(text) <= CAUSE_CHARS else text[: CAUSE_CHARS - 1] + "…"
     return f" Cause: {short}"
 
@@ -52,7 +61,7 @@ def claim_line(anchor: dict[str, Any]) -> str:
     """One claim: verdict, label, ours vs paper, link, cause."""
     return (f"- **{anchor['verdict']}** · claim: {anchor['label']} — ours "
             f"{_ours(anchor['ours'])} vs paper \"{anchor['paper']}\" "
-            f"([anchors]({anchor['link']})).{_cause(anchor['cause'])}")
+            f"([anchors]({anchor['link']})).{_cause(anchor['cause'], anchor['verdict'])}")
 
 
 def waiting_claims_line(anchors: list[dict[str, Any]]) -> str:
@@ -67,14 +76,14 @@ def cell_line(cell: dict[str, Any]) -> str:
     unit = cell.get("unit", "")
     return (f"- **{cell['verdict']}** · {_protocol(cell)}{cell['row']} {cell['column']}: ours "
             f"{_ours(cell['ours'], unit)} vs paper {cell['paper']}{f' {unit}' if unit else ''} "
-            f"([table]({cell['link']})).{_cause(cell['cause'])}")
+            f"([table]({cell['link']})).{_cause(cell['cause'], cell['verdict'])}")
 
 
 def group_line(cells: list[dict[str, Any]]) -> str:
     """Cells sharing a protocol, verdict and cause, in one line: each with ours vs paper
     (names only for gaps)."""
     first = cells[0]
-    if first["verdict"] in (DIFFERS, CLOSE):
+    if first["verdict"] in (*CAUSE_REQUIRED, NOT_COMPARABLE):
         listed = "; ".join(f"{c['row']} {c['column']} {_ours(c['ours'])} vs {c['paper']}"
                            for c in cells)
     else:
@@ -140,9 +149,37 @@ def _section_title(summary: dict[str, Any]) -> str:
     return f"{summary['paper']} {summary['artifact']} ({scale})"
 
 
+def before_causes_section(summaries: dict[str, dict[str, Any]],
+                          artifacts: Iterable[tuple[str, str]]) -> list[str]:
+    """The section on reports rendered before causes were required that hold differs / close
+    without a cause under the paper protocol: one line each with how many, which, and the make
+    target that re-renders it (no lines when there are none)."""
+    lines, count = [], 0
+    for paper, artifact in artifacts:
+        summary = summaries.get(f"{paper}/{artifact}")
+        if summary is None or under_cause_rule(summary):
+            continue
+        found = causeless_verdicts(summary)
+        if found:
+            count += len(found)
+            lines.append(f"- [{paper} {artifact}]({paper}/{artifact}.md) (summary "
+                         f"{summary.get('source', '?')}, schema "
+                         f"{summary.get('schema_version', 1)}): {len(found)} differs/close "
+                         f"without a cause, re-render with `make {make_target(paper, artifact)}`: "
+                         f"{'; '.join(found)}.")
+    if not lines:
+        return []
+    return [f"## {BEFORE_CAUSES_HEADING}", "",
+            f"{len(lines)} report(s) rendered before causes were required hold {count} "
+            "differs/close under the paper protocol without a cause (their lines below say "
+            f"\"{NO_CAUSE.strip()}\"); re-rendering them from records requires one.", "",
+            *lines, ""]
+
+
 def findings_markdown(summaries: dict[str, dict[str, Any]],
                       artifacts: Iterable[tuple[str, str]]) -> str:
     """The findings page over ``artifacts`` (``(paper, artifact)`` pairs, in page order)."""
+    artifacts = list(artifacts)
     sections: list[str] = []
     claims = numbers = 0
     current_paper = None
@@ -174,15 +211,20 @@ def findings_markdown(summaries: dict[str, dict[str, Any]],
         "# Findings", "",
         "Every paper claim (a report's anchors) and every printed paper number (a table cell "
         "with a paper value) that the harness contradicts (**differs**) or cannot confirm "
-        "(**close**, **missing**, **failed**, **needs data**): ours (the paper seed's value, "
-        "else the mean over seeds) beside the paper's, a link to the report section and the "
-        "cause the report spec gives. Cells of the corrected protocol are compared with the "
-        "paper only for orientation: there a difference is the correction's effect. Generated "
-        "by `python -m bench.report --index` from the reports' `<artifact>.summary.json`; do "
-        "not edit by hand. Under the paper's protocol each differing number has its own "
-        "line; other numbers are grouped by protocol, verdict and cause.", "",
+        "(**close**, **missing**, **failed**, **needs data**, **not comparable**: our number "
+        "measures something else, a stand-in for the paper's method or seconds on other "
+        "hardware): ours (the paper seed's value, else the mean over seeds) beside the "
+        "paper's, a link to the report section and the cause the report spec gives. Cells of "
+        "the corrected protocol are compared with the paper only for orientation: there a "
+        "difference is the correction's effect. Generated by `python -m bench.report --index` "
+        "from the reports' `<artifact>.summary.json`; do not edit by hand. Under the paper's "
+        "protocol each differing number has its own line; other numbers are grouped by "
+        "protocol, verdict and cause. Under the paper's protocol every differs and close of a "
+        "report rendered now has a cause (rendering refuses one without); reports rendered "
+        "before that rule are listed first with the count of those that have none.", "",
         f"{claims} claim(s) and {numbers} printed number(s) listed.", "",
     ]
+    intro += before_causes_section(summaries, artifacts)
     return "\n".join(intro + sections)
 
 

@@ -13,7 +13,7 @@ from bench.reporting.findings import write_findings
 from bench.reporting.formatting import markdown_table
 from bench.reporting.registry import implemented_artifacts
 from bench.reporting.scoreboard import scoreboard_markdown
-from bench.reporting.summary import read_summaries
+from bench.reporting.summary import read_summaries, require_causes
 from bench.reporting.timing_page import write_timing
 
 
@@ -67,8 +67,11 @@ def write_index(out_dir: Path) -> Path:
 
 def write_overview(out_dir: Path) -> list[Path]:
     """Rewrite ``README.md`` (scoreboard and index), ``FINDINGS.md`` and ``timing.md`` from the
-    reports' summaries; returns their paths."""
+    reports' summaries; returns their paths. Writes nothing when a summary under the cause
+    rule has a differs / close without a cause (:func:`bench.reporting.summary.require_causes`
+    raises MissingCause)."""
     summaries = read_summaries(out_dir)
+    require_causes(summaries.values())
     experiments = [spec.experiment for spec in implemented_artifacts().values()]
     return [write_index(out_dir), write_findings(out_dir, summaries, catalog_artifacts()),
             write_timing(out_dir, summaries, experiments)]

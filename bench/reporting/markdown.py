@@ -25,6 +25,7 @@ from bench.reporting.formatting import (
 from bench.reporting.intervals import CI_RULE
 from bench.reporting.pivot import pivot_table
 from bench.reporting.spec import ArtifactSpec, matching_pattern
+from bench.reporting.verdicts import NOT_COMPARABLE
 
 ANCHORS_HEADING = "Anchors"
 
@@ -131,20 +132,29 @@ def verdict_summary(verdicts: pd.Series) -> str:
 
 
 def cell_rule_line(spec: ArtifactSpec, part: pd.DataFrame, protocol: str) -> str:
-    """The verdict rule(s) judging one protocol's cells, with the CI rule, on one line."""
+    """The verdict rule(s) judging one protocol's cells, with the CI rule, on one line; cells
+    that are ``not comparable`` are judged by no rule and named apart."""
     groups: dict[str, dict[str, None]] = {}
-    for row, column in zip(part["row"], part["column"], strict=True):
+    not_comparable = part["verdict"] == NOT_COMPARABLE
+    for row, column in zip(part["row"][~not_comparable], part["column"][~not_comparable],
+                           strict=True):
         pattern = matching_pattern(spec.rules, protocol, row, column)
         rule = spec.rule if pattern is None else spec.rules[pattern]
         groups.setdefault(rule.describe(), {})["/".join(pattern) if pattern else ""] = None
     pieces = []
     for text, labels in sorted(groups.items(), key=lambda item: "" in item[1]):
         named = [label for label in labels if label]
-        if len(groups) == 1 and not named:
+        if len(groups) == 1 and not named and not not_comparable.any():
             pieces.append(text)
         else:
             where = ", ".join(named + (["other cells"] if "" in labels else []))
             pieces.append(f"cells {where}: {text}" if named else f"other cells: {text}")
+    if not_comparable.any():
+        cells = ", ".join(f"{row} {column}" for row, column in
+                          zip(part["row"][not_comparable], part["column"][not_comparable],
+                              strict=True))
+        pieces.append(f"cells {cells}: {NOT_COMPARABLE}, judged by no rule (the cause says "
+                      "why)")
     line = f"Verdict rule: {'; '.join(pieces)}."
     ranges = sorted({r for r in part.get("value_range", pd.Series(dtype=str)) if r})
     if spec.spread == "ci95" and ranges:

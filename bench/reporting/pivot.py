@@ -18,11 +18,11 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bench.reporting.formatting import GAP, format_compact
-from bench.reporting.verdicts import AGREES, CLOSE, DIFFERS, NO_PAPER_VALUE
+from bench.reporting.verdicts import AGREES, CLOSE, DIFFERS, NO_PAPER_VALUE, NOT_COMPARABLE
 
 SWEEP_PART = re.compile(r"^(?P<key>[A-Za-z_][\w^]*)=(?P<value>[^=]+)$")
-MARKS = {AGREES: "✓", CLOSE: "≈", DIFFERS: "✗"}
-LEGEND = "✓ agrees, ≈ close, ✗ differs"
+MARKS = {AGREES: "✓", CLOSE: "≈", DIFFERS: "✗", NOT_COMPARABLE: "⊘"}
+LEGEND = ", ".join(f"{mark} {verdict}" for verdict, mark in MARKS.items())
 
 
 @dataclass(frozen=True)

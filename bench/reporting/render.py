@@ -19,7 +19,7 @@ from bench.reporting.files import report_paths, summary_path, write_atomically
 from bench.reporting.formatting import GAP
 from bench.reporting.markdown import display_frame, header_line, markdown_report, shown_part
 from bench.reporting.spec import ArtifactSpec
-from bench.reporting.summary import rendered_summary, write_summary
+from bench.reporting.summary import rendered_summary, require_causes, write_summary
 
 LATEX_REPLACEMENTS = {"±": r"$\pm$", GAP: "---", "…": r"\ldots{}"}
 __all__ = ["ScaleConflict", "display_frame", "header_line", "latex_report", "render_report",
@@ -91,7 +91,9 @@ def render_report(spec: ArtifactSpec, records: list[dict[str, Any]], out_dir: Pa
     then the summary sidecar ``.summary.json`` (:func:`bench.reporting.files.summary_path`).
     ``damaged`` names records that could not be read; the notes list them as gaps.
     A report of another scale is never replaced (ScaleConflict) unless ``replace_scale``.
-    Returns the written paths. Raises ValueError when there are no records.
+    Nothing is written when a differs / close under the paper protocol has no cause
+    (:class:`bench.reporting.summary.MissingCause`, one line naming the artifact and the
+    cells). Returns the written paths. Raises ValueError when there are no records.
     """
     if not records:
         raise ValueError(f"no records to report for {spec.key}")
@@ -103,6 +105,8 @@ def render_report(spec: ArtifactSpec, records: list[dict[str, Any]], out_dir: Pa
                             "--replace-scale)")
     table = comparison_table(spec, records)
     anchors = anchor_table(spec, records)
+    summary = rendered_summary(spec, table, anchors, records)
+    require_causes([summary])
     written = [write_atomically(paths["csv"], table.to_csv(index=False))]
     figure_name = None
     if spec.figure is not None:
@@ -111,6 +115,5 @@ def render_report(spec: ArtifactSpec, records: list[dict[str, Any]], out_dir: Pa
     markdown = markdown_report(spec, table, anchors, records, figure_name, damaged)
     written.append(write_atomically(paths["md"], markdown))
     written.append(write_atomically(paths["tex"], latex_report(spec, table, records)))
-    write_summary(summary_path(spec.paper, spec.artifact, out_dir),
-                  rendered_summary(spec, table, anchors, records))
+    write_summary(summary_path(spec.paper, spec.artifact, out_dir), summary)
     return written

@@ -9,7 +9,8 @@ from typing import Any
 import pandas as pd
 
 from bench.reporting.formatting import GAP, markdown_table
-from bench.reporting.verdicts import AGREES, VERDICTS
+from bench.reporting.summary import under_cause_rule
+from bench.reporting.verdicts import AGREES, NOT_COMPARABLE, VERDICTS
 
 SCOREBOARD_HEADING = "Scoreboard"
 
@@ -47,6 +48,15 @@ def claims_text(counts: dict[str, int]) -> str:
     return f"{text}; {others}" if others else text
 
 
+def count_texts(summary: dict[str, Any], counts: dict[str, int]) -> dict[str, str]:
+    """The verdict columns of one line; ``not comparable`` is the gap for a summary written
+    before that verdict existed (its cells were judged then)."""
+    texts = {verdict: str(counts.get(verdict, 0)) for verdict in VERDICTS}
+    if not under_cause_rule(summary):
+        texts[NOT_COMPARABLE] = GAP
+    return texts
+
+
 def scoreboard_rows(summaries: dict[str, dict[str, Any]], artifacts: Iterable[tuple[str, str]],
                     reported: Iterable[str] = ()) -> pd.DataFrame:
     """One line per (artifact, protocol) of the summaries, in the order of ``artifacts``
@@ -70,7 +80,7 @@ def scoreboard_rows(summaries: dict[str, dict[str, Any]], artifacts: Iterable[tu
                 "protocol": protocol or GAP,
                 "scale": summary.get("scale") or f"{GAP} (no records)",
                 "records": records_text(summary), "record dates": record_dates_text(summary),
-                **{verdict: str(counts.get(verdict, 0)) for verdict in VERDICTS},
+                **count_texts(summary, counts),
                 "claims": claims_text(summary.get("anchor_counts") or {}) if index == 0 else "",
                 "summary": summary.get("source", "") if index == 0 else "",
             })
@@ -87,8 +97,12 @@ def scoreboard_markdown(summaries: dict[str, dict[str, Any]], artifacts: Iterabl
         "Verdict counts of each report's table cells (its CSV lines), per protocol; 'claims' "
         "are its anchors (the paper's statements checked from the records), listed with every "
         "paper number not confirmed in [FINDINGS.md](FINDINGS.md); job times are in "
-        "[timing.md](timing.md). Read from each report's `<artifact>.summary.json`; "
-        "'backfilled' marks a summary read once from a report rendered before summaries "
-        "existed, whose record dates and job times are not available.", "",
+        "[timing.md](timing.md). 'not comparable' counts cells whose number measures something "
+        "other than the paper's (a stand-in for the paper's method, seconds on other "
+        "hardware; the cause says which), counted neither as agreeing nor as differing; it is "
+        f"{GAP} for a report rendered before that verdict existed. Read from each report's "
+        "`<artifact>.summary.json`; 'backfilled' marks a summary read once from a report "
+        "rendered before summaries existed, whose record dates and job times are not "
+        "available.", "",
         markdown_table(scoreboard_rows(summaries, artifacts, reported)), "",
     ]

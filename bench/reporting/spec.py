@@ -26,6 +26,9 @@ SPREADS = ("ci95", "stderr")
 FigureFunction = Callable[[list[dict[str, Any]], "ArtifactSpec"], "Figure"]
 AnchorValue = Callable[[list[dict[str, Any]]], float]
 FailedCells = Callable[[dict[str, Any]], list[tuple[str, str]]]
+# Why cells cannot be judged: a fixed text, or a function of the ok records giving the text
+# ("" when these records are comparable after all).
+NotComparableReason = str | Callable[[list[dict[str, Any]]], str]
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,14 @@ class ArtifactSpec:
             column).
         causes: one-line causes keyed by cell pattern, shown next to any verdict that is not
             ``agrees``.
+        not_comparable: cells (and anchors, by ``(label, "")``) whose value cannot be judged
+            against the paper's, keyed by cell pattern: the value is the reason, shown as the
+            cause of the verdict ``not comparable``, or a function of the ok records (of the
+            cell's protocol; all of them for an anchor) returning the reason, or "" when those
+            records are comparable (a stand-in row only some scales use). Every matching
+            pattern with a reason contributes it, the most specific first. A cell without a
+            value is still a gap (``missing``, ``failed``); one without a paper value stays
+            ``no paper value``.
         extra_cells: whether cells that only the records have are shown (verdict
             ``no paper value``); when False they are counted in the header instead.
         figure: ``figure(ok_records, spec) -> matplotlib Figure``, saved as ``<artifact>.png``.
@@ -109,6 +120,9 @@ class ArtifactSpec:
         value_ranges: ``(low, high)`` ranges keyed by cell pattern, or None for "unbounded";
             a cell's 95% CI is cut at its range (:mod:`bench.reporting.intervals`, which
             otherwise recognises coverages, accuracies and other proportions by name).
+        paper_rows: for a study whose rows are variants of the paper's rows: row pattern ->
+            the paper row its cells are judged against (``{"* / MAP": "MAP"}``). When given,
+            the paper's own rows appear only through the produced rows mapped to them.
     """
 
     paper: str
@@ -123,6 +137,7 @@ class ArtifactSpec:
     rule: VerdictRule = field(default_factory=PrintedDigits)
     rules: Mapping[CellPattern, VerdictRule] = field(default_factory=dict)
     causes: Mapping[CellPattern, str] = field(default_factory=dict)
+    not_comparable: Mapping[CellPattern, NotComparableReason] = field(default_factory=dict)
     extra_cells: bool = True
     figure: FigureFunction | None = None
     notes: tuple[str, ...] = ()
@@ -132,6 +147,7 @@ class ArtifactSpec:
     spread: str = "ci95"
     table_cells: tuple[CellPattern, ...] = ()
     value_ranges: Mapping[CellPattern, tuple[float, float] | None] = field(default_factory=dict)
+    paper_rows: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.spread not in SPREADS:
@@ -154,6 +170,20 @@ class ArtifactSpec:
         """The spec's cause for one cell ("" if none matches)."""
         return most_specific(self.causes, protocol, row, column, default="")
 
+    def not_comparable_reason(self, protocol: str, row: str, column: str,
+                              ok_records: list[dict[str, Any]]) -> str:
+        """Why the cell cannot be judged against the paper ("" when it can): the reasons of
+        every ``not_comparable`` pattern matching it, most specific first, joined by "; "."""
+        matching = [p for p in self.not_comparable if _matches(p, protocol, row, column)]
+        matching.sort(key=_specificity, reverse=True)
+        reasons = []
+        for pattern in matching:
+            reason = self.not_comparable[pattern]
+            text = reason if isinstance(reason, str) else reason(ok_records)
+            if text and text not in reasons:
+                reasons.append(text)
+        return "; ".join(reasons)
+
     def data_gap(self, row: str, column: str, root: str | None = None) -> str:
         """The missing-files line of the first cell-level data need matching the cell whose
         files are absent, else ""."""
@@ -163,6 +193,12 @@ class ArtifactSpec:
                 if message:
                     return message
         return ""
+
+    def paper_row(self, row: str) -> str | None:
+        """The paper row whose values judge ``row`` (``paper_rows``; the most specific
+        pattern wins), or None when no pattern matches."""
+        patterns = {(pattern, "*"): paper_row for pattern, paper_row in self.paper_rows.items()}
+        return most_specific(patterns, "*", row, "", default=None)
 
     def is_shown(self, row: str, column: str) -> bool:
         """Whether a cell appears in the Markdown / LaTeX tables (``table_cells``)."""

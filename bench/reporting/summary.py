@@ -7,6 +7,14 @@ method. The scoreboard (``reports/README.md``), ``reports/FINDINGS.md`` and
 those rendered before the summaries existed (backfilled once from their CSV and Markdown by
 :mod:`bench.reporting.backfill`, which says so in the file). Unknown values are ``null`` with
 the reason in ``gaps``; nothing is estimated.
+
+Schema version 2 added the verdict ``not comparable`` and the cause rule: under the paper's
+protocol every ``differs`` or ``close`` (a cell or a claim) has a cause. A report is not
+rendered against the rule (:func:`require_causes`), and the index refuses a summary of
+version 2 or later that breaks it; a summary of version 1, or one backfilled from a report
+rendered before summaries existed, predates the rule: its causeless verdicts are counted in
+FINDINGS.md as a gap (:func:`causeless_verdicts`), not refused. Smoke-scale reports check the
+plumbing, not the paper, and are exempt.
 """
 
 from __future__ import annotations
@@ -15,27 +23,41 @@ import hashlib
 import json
 import math
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from bench.reporting.catalog import make_target
 from bench.reporting.compare import ordered_protocols, scales_of
 from bench.reporting.files import SUMMARY_SUFFIX, write_atomically
 from bench.reporting.markdown import ANCHORS_HEADING, cells_heading, heading_slug
 from bench.reporting.spec import ArtifactSpec
 from bench.reporting.verdicts import (
+    CAUSE_REQUIRED,
     CLOSE,
     DIFFERS,
     FAILED,
     MISSING,
     NEEDS_DATA,
+    NOT_COMPARABLE,
     VERDICTS,
 )
 
-SCHEMA_VERSION = 1
-UNCONFIRMED = (DIFFERS, FAILED, MISSING, NEEDS_DATA, CLOSE)
+SCHEMA_VERSION = 2
+CAUSES_REQUIRED_SINCE = 2
+UNCONFIRMED = (DIFFERS, FAILED, MISSING, NEEDS_DATA, CLOSE, NOT_COMPARABLE)
 NO_PROTOCOL = ""
+PAPER_PROTOCOLS = ("paper", NO_PROTOCOL)
+# Smoke runs check the plumbing on a few points; their differences from the paper are
+# expected and never reported, so they need no cause.
+UNJUDGED_SCALES = ("smoke",)
+CAUSELESS_LISTED = 8
+
+
+class MissingCause(ValueError):
+    """A report or summary under the cause rule has a differs / close without a cause."""
 
 
 def finite_or_none(value: Any) -> float | None:
@@ -159,6 +181,56 @@ def needs_data_summary(spec: ArtifactSpec, table: pd.DataFrame, anchors: pd.Data
             cells, lambda _: report_link(spec.paper, spec.artifact, headings[0])),
         "records": None, "timings": None, "gaps": {"records": reason, "timings": reason},
     }
+
+
+def under_cause_rule(summary: dict[str, Any]) -> bool:
+    """Whether a summary was written under the cause rule: rendered (not backfilled) with
+    schema version 2 or later."""
+    return (summary.get("source") == "rendered"
+            and int(summary.get("schema_version") or 1) >= CAUSES_REQUIRED_SINCE)
+
+
+def causeless_verdicts(summary: dict[str, Any]) -> list[str]:
+    """The ``differs`` / ``close`` verdicts without a cause under the paper's protocol, each as
+    ``"row column (verdict)"`` or ``"claim 'label' (verdict)"``: cells of the protocol
+    ``paper`` (or of none), and the claims when the records include that protocol. Empty at
+    smoke scale (:data:`UNJUDGED_SCALES`)."""
+    if summary.get("scale") in UNJUDGED_SCALES:
+        return []
+    found = [f"{cell['row']} {cell['column']} ({cell['verdict']})"
+             for cell in summary.get("unconfirmed_cells") or []
+             if cell["verdict"] in CAUSE_REQUIRED and cell["protocol"] in PAPER_PROTOCOLS
+             and not str(cell.get("cause") or "").strip()]
+    protocols = summary.get("protocols") or [NO_PROTOCOL]
+    if any(protocol in PAPER_PROTOCOLS for protocol in protocols):
+        found += [f"claim '{anchor['label']}' ({anchor['verdict']})"
+                  for anchor in summary.get("anchors") or []
+                  if anchor["verdict"] in CAUSE_REQUIRED
+                  and not str(anchor.get("cause") or "").strip()]
+    return found
+
+
+def causeless_message(summary: dict[str, Any]) -> str:
+    """One line: the artifact, how many differs / close lack a cause, the first
+    :data:`CAUSELESS_LISTED` of them, and how to fix it ("" when none does)."""
+    found = causeless_verdicts(summary)
+    if not found:
+        return ""
+    listed = "; ".join(found[:CAUSELESS_LISTED])
+    more = f"; and {len(found) - CAUSELESS_LISTED} more" if len(found) > CAUSELESS_LISTED else ""
+    target = make_target(summary["paper"], summary["artifact"])
+    return (f"{summary['paper']}/{summary['artifact']}: {len(found)} differs/close under the "
+            f"paper protocol without a cause: {listed}{more}; give each a cause naming its "
+            f"evidence in the report spec (causes, or the anchor's cause), then `make {target}`")
+
+
+def require_causes(summaries: Iterable[dict[str, Any]]) -> None:
+    """Raise :class:`MissingCause` (one line naming every offending artifact and its
+    verdicts) when a summary under the cause rule has a differs / close without a cause."""
+    messages = [causeless_message(s) for s in summaries if under_cause_rule(s)]
+    messages = [message for message in messages if message]
+    if messages:
+        raise MissingCause(" | ".join(messages))
 
 
 def report_csv(path: Path) -> Path:

@@ -1,10 +1,13 @@
 """Verdict rules: how a reproduced number is judged against the number the paper prints.
 
 Every rule returns one of ``agrees``, ``close`` or ``differs`` for a cell that has an ok
-value. The other verdicts describe gaps and are decided before any rule runs:
-``no paper value`` (we have a number, the paper has none), ``missing`` (no ok record for the
-cell), ``failed`` (every record meant to produce the cell failed) and ``needs data`` (the
-cell's data files are not on this machine).
+value. The other verdicts are decided before any rule runs: ``not comparable`` (both numbers
+exist, but they measure different things: a stand-in for the paper's method, seconds on other
+hardware; the spec says why, :attr:`~bench.reporting.spec.ArtifactSpec.not_comparable`),
+which is never counted as agreeing or differing, and the gaps ``no paper value`` (we have a
+number, the paper has none), ``missing`` (no ok record for the cell), ``failed`` (every
+record meant to produce the cell failed) and ``needs data`` (the cell's data files are not
+on this machine).
 """
 
 from __future__ import annotations
@@ -17,11 +20,14 @@ from bench.reporting.targets import PaperValue, printed_exponent, round_as_print
 AGREES = "agrees"
 CLOSE = "close"
 DIFFERS = "differs"
+NOT_COMPARABLE = "not comparable"
 NO_PAPER_VALUE = "no paper value"
 MISSING = "missing"
 FAILED = "failed"
 NEEDS_DATA = "needs data"
-VERDICTS = (AGREES, CLOSE, DIFFERS, NO_PAPER_VALUE, MISSING, FAILED, NEEDS_DATA)
+VERDICTS = (AGREES, CLOSE, DIFFERS, NOT_COMPARABLE, NO_PAPER_VALUE, MISSING, FAILED, NEEDS_DATA)
+# Verdicts that need a cause naming their evidence, under the paper's protocol.
+CAUSE_REQUIRED = (DIFFERS, CLOSE)
 
 
 @dataclass(frozen=True)

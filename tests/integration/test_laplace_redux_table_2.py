@@ -124,7 +124,9 @@ def test_the_report_prints_the_paper_beside_ours_and_the_time_ratios(results, tm
     diag = paper[(paper["row"] == "LA/DIAG") & (paper["column"] == "test_acc")].iloc[0]
     assert diag["paper"] == 0.894 and diag["verdict"] in {"agrees", "close", "differs"}
     full = paper[(paper["row"] == "LA/FULL") & (paper["column"] == "ood_auroc_avg")].iloc[0]
-    assert "stand-in" in full["cause"]
+    assert full["verdict"] == "not comparable" and "stand-in" in full["cause"]
+    seconds = paper[paper["column"] == "pred_time"]
+    assert set(seconds["verdict"]) == {"not comparable"}
     text = next(p for p in written if p.suffix == ".md").read_text()
     assert "prediction time KFAC / DIAG" in text and "last-layer stand-in" in text
 

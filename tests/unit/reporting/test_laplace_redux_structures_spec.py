@@ -1,10 +1,12 @@
 """Laplace Redux Table 2 report spec: the prediction-time ratios by hand (within a seed, the
-last-layer FULL stand-in left out), the paper's twelve cells, the anchors' paper values."""
+last-layer FULL stand-in left out), the paper's twelve cells, the anchors' paper values, and
+the cells that are not comparable (the stand-in's row, seconds on other hardware)."""
 
 from __future__ import annotations
 
 import pytest
 
+from bench.reporting.compare import anchor_table, comparison_table
 from bench.reporting.specs import SPECS
 from bench.reporting.specs.laplace_redux_structures import ANCHORS, time_ratio
 from bench.reporting.targets import paper_values
@@ -46,3 +48,47 @@ def test_the_spec_reads_the_papers_twelve_cells_and_its_time_ratios():
                                                                        "pred_time")].value
     assert [float(a.paper) for a in ANCHORS] == [round(full_over_diag, 2),
                                                  round(kfac_over_diag, 2)]
+
+
+def structure_record(row: str, laplace_class: str, device: str = "cpu",
+                     size: int = 2000) -> dict:
+    values = {"test_loglik": -0.3, "test_acc": 0.894, "ood_auroc_avg": 0.83,
+              "pred_time": 29.5, "auroc_mnist": 0.8}
+    return {"method": row, "seed": 711, "status": "ok", "protocol": "paper", "scale": "cpu",
+            "device": device,
+            "cells": [{"row": row, "column": column, "value": value}
+                      for column, value in values.items()],
+            "fitted": {"methods": {row: {"laplace_class": laplace_class}},
+                       "set_sizes": {"fashion_mnist": size, "mnist": size}}}
+
+
+def test_the_stand_in_full_row_and_cpu_seconds_are_not_comparable():
+    records = [structure_record("LA/DIAG", "DiagLaplace"),
+               structure_record("LA/FULL", "FullLLLaplace")]
+    table = comparison_table(TABLE_2, records).set_index(["row", "column"])
+    for column in ("test_loglik", "test_acc", "ood_auroc_avg"):
+        assert table.loc[("LA/FULL", column), "verdict"] == "not comparable"
+        assert table.loc[("LA/FULL", column), "cause"].startswith(
+            "last-layer stand-in: the LA/FULL records are FullLLLaplace")
+        assert table.loc[("LA/DIAG", column), "verdict"] != "not comparable"
+    assert table.loc[("LA/FULL", "auroc_mnist"), "verdict"] == "no paper value"
+    seconds = table.loc[("LA/DIAG", "pred_time"), "cause"]
+    assert table.loc[("LA/DIAG", "pred_time"), "verdict"] == "not comparable"
+    assert seconds.startswith("hardware-specific: ours are cpu seconds on sets of 2,000 images")
+    full_time = table.loc[("LA/FULL", "pred_time"), "cause"]
+    assert full_time.startswith("last-layer stand-in: ") and "; hardware-specific: " in full_time
+    anchors = anchor_table(TABLE_2, records).set_index("label")
+    assert anchors.loc[ANCHORS[0].label, "verdict"] == "not comparable"
+    assert anchors.loc[ANCHORS[0].label, "cause"].startswith("last-layer stand-in: ")
+
+
+def test_the_all_weights_full_row_is_judged_but_its_seconds_are_not():
+    records = [structure_record("LA/DIAG", "DiagLaplace", "cuda", 8000),
+               structure_record("LA/FULL", "FullLaplace", "cuda", 8000)]
+    table = comparison_table(TABLE_2, records).set_index(["row", "column"])
+    assert table.loc[("LA/FULL", "test_acc"), "verdict"] == "agrees"
+    assert table.loc[("LA/FULL", "ood_auroc_avg"), "verdict"] == "differs"
+    assert table.loc[("LA/FULL", "pred_time"), "cause"].startswith(
+        "hardware-specific: ours are cuda seconds on sets of 8,000 images")
+    anchors = anchor_table(TABLE_2, records).set_index("label")
+    assert anchors.loc[ANCHORS[0].label, "verdict"] == "differs"  # 1.0 against 2.13
