@@ -16,6 +16,11 @@ its range is ``[0, 100]`` with the unit ``%`` and ``[0, 1]`` with ``fraction`` (
 paper unit, else its column's in the targets file), else ``[0, 1]`` when every proportion-named
 value of the table lies in ``[0, 1]`` and ``[0, 100]`` when they lie in ``[0, 100]``. A unit
 alone never makes a cell a proportion (``prediction_runtime_overhead`` is printed in %).
+
+Figures cut their bands the same way (:func:`measure_range`, :func:`clip_band`): a
+proportion's band at its range, told from the drawn means, and the band of another bounded
+measure (Brier score, categorical entropy, W2, MSE, calibration error) at that measure's
+range, so that no band shows values the measure cannot take.
 """
 
 from __future__ import annotations
@@ -29,7 +34,15 @@ from bench.reporting.spec import ArtifactSpec, matching_pattern
 Range = tuple[float, float]
 PERCENT: Range = (0.0, 100.0)
 FRACTION: Range = (0.0, 1.0)
+NONNEGATIVE: Range = (0.0, math.inf)
+# The average log probability of discrete labels (a Bernoulli or categorical log likelihood).
+LOG_PROBABILITY: Range = (-math.inf, 0.0)
 UNIT_RANGES: dict[str, Range] = {"%": PERCENT, "fraction": FRACTION}
+# Ranges of bounded measures that are not proportions, by measure name: the Brier score summed
+# over classes, the entropy of a categorical predictive, distances and squared errors.
+MEASURE_RANGES: dict[str, Range] = {"brier": (0.0, 2.0), "entropy": NONNEGATIVE,
+                                    "w2": NONNEGATIVE, "mse": NONNEGATIVE,
+                                    "calibration": NONNEGATIVE}
 PROPORTION_MEASURE = re.compile(
     r"(cov\d+|coverage|(test_|train_)?acc(uracy)?|conf(idence)?|(ood_)?auroc|[em]ce|frac)"
     r"(_\w+)?"
@@ -96,3 +109,19 @@ def clip_interval(low: float, high: float, bounds: Range | None) -> tuple[float,
 def range_text(bounds: Range | None) -> str:
     """``"[0, 100]"`` for a range, ``""`` for none."""
     return "" if bounds is None else f"[{bounds[0]:g}, {bounds[1]:g}]"
+
+
+def measure_range(column: str, means: Iterable[float]) -> Range | None:
+    """The range a figure's band of ``column``'s measure is cut at: a proportion's
+    (:func:`inferred_range` of the drawn ``means``, ``[0, 1]`` or ``[0, 100]``), else the
+    measure's entry in :data:`MEASURE_RANGES`, else None (unbounded)."""
+    if is_proportion(column):
+        return inferred_range(means)
+    return MEASURE_RANGES.get(measure_name(column))
+
+
+def clip_band(lows: Iterable[float], highs: Iterable[float], bounds: Range | None
+              ) -> tuple[list[float], list[float]]:
+    """The lower and upper ends of a band, each pair cut at ``bounds`` (:func:`clip_interval`)."""
+    pairs = [clip_interval(low, high, bounds) for low, high in zip(lows, highs, strict=True)]
+    return [low for low, _ in pairs], [high for _, high in pairs]

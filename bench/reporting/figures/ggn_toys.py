@@ -15,8 +15,13 @@ import numpy as np  # noqa: E402
 
 from bench.reporting.aggregate import mean_and_ci  # noqa: E402
 from bench.reporting.claims import Summary  # noqa: E402
+from bench.reporting.intervals import LOG_PROBABILITY, Range, clip_band  # noqa: E402
 
 GRID_METRICS = ("log_evidence", "train_ll", "test_ll")
+# Ranges of the grid metrics of a classification grid (Figure 5.3): the mean log likelihood of
+# binary labels is a log probability; the Laplace log evidence is an approximation, unbounded.
+CLASSIFICATION_RANGES: dict[str, Range] = {"train_ll": LOG_PROBABILITY,
+                                           "test_ll": LOG_PROBABILITY}
 GRID_TITLES = {"log_evidence": "log marginal likelihood (Laplace-GGN)",
                "train_ll": "train log likelihood (mean)", "test_ll": "test log likelihood (mean)"}
 POSTERIORS = ("VOGGN", "LGVA", "OGGN", "L-GGN")
@@ -201,11 +206,12 @@ class SeedCurve:
     per_seed: dict[int, list[float]]
     summaries: list[Summary]
 
-    def band(self) -> tuple[list[float], list[float]]:
-        """Lower and upper ends of the band (the mean where it has none)."""
+    def band(self, bounds: Range | None = None) -> tuple[list[float], list[float]]:
+        """Lower and upper ends of the band (the mean where it has none), cut at the metric's
+        range ``bounds`` (None: unbounded)."""
         ends = [(s.low, s.high) if math.isfinite(s.low) else (s.mean, s.mean)
                 for s in self.summaries]
-        return [low for low, _ in ends], [high for _, high in ends]
+        return clip_band([low for low, _ in ends], [high for _, high in ends], bounds)
 
 
 def seed_curve(records: list[dict[str, Any]], metric: str) -> SeedCurve:
@@ -234,8 +240,9 @@ def seed_curve(records: list[dict[str, Any]], metric: str) -> SeedCurve:
 
 def classification_model_selection(records: list[dict[str, Any]], spec=None):
     """Figure 5.3: top, the three metrics over delta, the mean over seeds with its 95% band
-    and each seed's curve (evidence optimum of the mean *, A, B); bottom, the GLM predictive
-    probability at *, A and B of the smallest seed with the training points."""
+    (the log likelihoods' cut at 0) and each seed's curve (evidence optimum of the mean *, A,
+    B); bottom, the GLM predictive probability at *, A and B of the smallest seed with the
+    training points."""
     records = sorted(records, key=lambda r: r["seed"])
     best = best_point(grid_points(records))
     examples = {"*": {"prior_precision": best.prior_precision}, **_example_settings(records)}
@@ -246,8 +253,8 @@ def classification_model_selection(records: list[dict[str, Any]], spec=None):
             ax.plot(curve.prior_precision, values, color="grey", linewidth=0.6, alpha=0.7)
         ax.plot(curve.prior_precision, [s.mean for s in curve.summaries], marker="o",
                 markersize=3, color="tab:blue")
-        ax.fill_between(curve.prior_precision, *curve.band(), color="tab:blue", alpha=0.2,
-                        linewidth=0)
+        ax.fill_between(curve.prior_precision, *curve.band(CLASSIFICATION_RANGES.get(metric)),
+                        color="tab:blue", alpha=0.2, linewidth=0)
         ax.set_xscale("log")
         for label, setting in examples.items():
             ax.axvline(setting["prior_precision"], color="red" if label == "*" else "grey",
@@ -258,8 +265,8 @@ def classification_model_selection(records: list[dict[str, Any]], spec=None):
         ax.set_xlabel("prior precision delta", fontsize=8)
         ax.tick_params(labelsize=7)
     seeds = list(seed_curve(records, "log_evidence").per_seed)
-    fig.suptitle(f"mean over seeds {', '.join(map(str, seeds))} with 95% band; grey: each seed",
-                 fontsize=9)
+    fig.suptitle(f"mean over seeds {', '.join(map(str, seeds))} with 95% band (log likelihoods' "
+                 "cut at 0); grey: each seed", fontsize=9)
     for ax, (label, setting) in zip(axes[1], examples.items(), strict=True):
         arrays, prefix = nearest_record_arrays(records, setting["prior_precision"], None)
         shape = records[0]["fitted"]["plot_shape"]

@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from bench.reporting.claims import summarise_cells  # noqa: E402
+from bench.reporting.intervals import clip_band, measure_range  # noqa: E402
 
 TOY_PANELS = ("Diag", "KFAC", "EKFAC", "B-Diag")
 
@@ -50,7 +51,7 @@ def toy_predictives(records: list[dict[str, Any]], spec=None, *, activation: str
 
 
 STRUCTURE_COLORS = {"Diag": "tab:blue", "KFAC": "tab:orange", "EKFAC": "tab:green",
-                    "B-Diag": "tab:red"}
+                    "B-Diag": "tab:red", "KFAC (paper-like)": "tab:purple"}
 _T_COLUMN = re.compile(r"^(?P<set>[^/]+)/(?P<metric>[a-z_]+)@T=(?P<t>[0-9.e+-]+)$")
 
 
@@ -68,14 +69,20 @@ def temperature_curve(summaries: dict, row: str, data_set: str, metric: str
 
 
 def _temperature_panel(ax, summaries: dict, data_set: str, metric: str) -> None:
+    """Each structure's curve of ``metric`` on ``data_set`` with its band, cut at the metric's
+    range (:func:`bench.reporting.intervals.measure_range`)."""
+    curves = {row: temperature_curve(summaries, row, data_set, metric)
+              for row in STRUCTURE_COLORS}
+    bounds = measure_range(metric, [s.mean for curve in curves.values() for _, s in curve])
     for row, color in STRUCTURE_COLORS.items():
-        curve = temperature_curve(summaries, row, data_set, metric)
+        curve = curves[row]
         if not curve:
             continue
         ts = [t for t, _ in curve]
         means = [s.mean for _, s in curve]
-        low = [s.low if math.isfinite(s.low) else s.mean for _, s in curve]
-        high = [s.high if math.isfinite(s.high) else s.mean for _, s in curve]
+        low, high = clip_band([s.low if math.isfinite(s.low) else s.mean for _, s in curve],
+                              [s.high if math.isfinite(s.high) else s.mean for _, s in curve],
+                              bounds)
         ax.plot(ts, means, marker="o", markersize=2, color=color, label=row, linewidth=1)
         ax.fill_between(ts, low, high, color=color, alpha=0.2, linewidth=0)
     ax.set_xscale("log")
@@ -86,7 +93,7 @@ def _temperature_panel(ax, summaries: dict, data_set: str, metric: str) -> None:
 
 def temperature_curves(panels: tuple[tuple[str, str], ...]):
     """A figure function drawing, per ``(set, metric)`` panel, each structure's mean over
-    seeds against T (log axis) with its 95% band."""
+    seeds against T (log axis) with its 95% band, cut at the metric's range."""
 
     def draw(records: list[dict[str, Any]], spec=None):
         summaries = summarise_cells(records)
@@ -99,7 +106,8 @@ def temperature_curves(panels: tuple[tuple[str, str], ...]):
         axes[0][0].legend(fontsize=7)
         seeds = sorted({r["seed"] for r in records})
         fig.suptitle(f"Tempered Laplace, NN-sampling predictive: mean over seeds "
-                     f"{', '.join(map(str, seeds))} with 95% band", fontsize=9)
+                     f"{', '.join(map(str, seeds))} with 95% band (cut at the metric's "
+                     "range)", fontsize=9)
         fig.tight_layout()
         return fig
 

@@ -3,8 +3,9 @@
 Cells are named ``<panel>/<metric>@k=<k>`` (subset methods) or ``<panel>/<metric>`` (methods
 without a subset size), where ``<panel>`` is ``<specification>/<domain>`` (Figure 1) or
 ``<likelihood>/<specification>`` (Figure 2). Curves are the mean over seeds (each seed's value
-is the mean over its job's replications) with a 95% Student-t band; k-free methods are
-horizontal lines with their band.
+is the mean over its job's replications) with a 95% Student-t band, cut at the metric's
+range (:func:`bench.reporting.intervals.measure_range`: W2 at 0, coverage at ``[0, 1]``);
+k-free methods are horizontal lines with their band.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from bench.reporting.claims import Summary, summarise_cells  # noqa: E402
+from bench.reporting.intervals import Range, clip_interval, measure_range  # noqa: E402
 
 SUBSET_ROWS = ("Greedy-Laplace", "Gradient-Laplace", "Gradient-Laplace (test ref.)",
                "Subnet diagonal", "Last k")
@@ -50,31 +52,36 @@ def subset_curve(values: dict[tuple[str, str], Any], row: str, panel: str,
     return sorted(curve, key=lambda item: item[0])
 
 
-def _band(summary: Summary) -> tuple[float, float]:
+def _band(summary: Summary, bounds: Range | None) -> tuple[float, float]:
+    """The ends of a summary's band cut at ``bounds`` (the mean where it has no band)."""
     if math.isfinite(summary.low) and math.isfinite(summary.high):
-        return summary.low, summary.high
+        return clip_interval(summary.low, summary.high, bounds)
     return summary.mean, summary.mean
 
 
 def _draw_panel(ax, summaries, panel: str, metric: str, flat_rows: tuple[str, ...]) -> None:
+    """The subset methods' curves of one panel and the k-free methods' lines, each with its
+    band cut at the metric's range."""
+    curves = {row: subset_curve(summaries, row, panel, metric) for row in SUBSET_ROWS}
+    flat = {row: summaries.get((row, f"{panel}/{metric}")) for row in flat_rows}
+    bounds = measure_range(metric, [s.mean for curve in curves.values() for _, s in curve]
+                           + [s.mean for s in flat.values() if s is not None])
     ks: list[int] = []
-    for row in SUBSET_ROWS:
-        curve = subset_curve(summaries, row, panel, metric)
+    for row, curve in curves.items():
         if not curve:
             continue
         ks = [k for k, _ in curve]
         means = [s.mean for _, s in curve]
-        lows, highs = zip(*(_band(s) for _, s in curve), strict=True)
+        lows, highs = zip(*(_band(s, bounds) for _, s in curve), strict=True)
         style = "--" if "test ref." in row else "-"
         ax.plot(ks, means, style, marker="o", markersize=2.5, linewidth=1.0,
                 color=COLORS[row], label=row, zorder=3 if row in PROPOSED_ROWS else 2)
         ax.fill_between(ks, lows, highs, color=COLORS[row], alpha=0.15, linewidth=0)
-    for row in flat_rows:
-        summary = summaries.get((row, f"{panel}/{metric}"))
+    for row, summary in flat.items():
         if summary is None or not ks:
             continue
         ax.axhline(summary.mean, color=COLORS[row], linestyle=":", linewidth=1.2, label=row)
-        low, high = _band(summary)
+        low, high = _band(summary, bounds)
         ax.axhspan(low, high, color=COLORS[row], alpha=0.05, linewidth=0)
     ax.set_xscale("log")
     ax.set_xlabel("subset size k", fontsize=7)

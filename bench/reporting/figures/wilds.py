@@ -1,5 +1,6 @@
 """Laplace Redux Figure 10 from record cells: per WILDS data set and metric, each method's
-in-distribution and OOD mean over seeds with its standard error.
+in-distribution and OOD mean over seeds with its standard error, the error bar cut at the
+metric's range (:func:`bench.reporting.intervals.measure_range`).
 
 Cells are named row ``<data set>/<method>``, column ``<id|ood>/<metric>``
 (:mod:`bench.tasks.wilds_benchmark`).
@@ -16,6 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from bench.reporting.claims import Summary, summarise_cells  # noqa: E402
+from bench.reporting.intervals import Range, clip_interval, measure_range  # noqa: E402
 
 DATASETS = ("camelyon17", "fmow", "civilcomments", "amazon", "poverty")
 METHODS = ("MAP", "TS", "DE", "LA")
@@ -29,6 +31,13 @@ def standard_error(summary: Summary) -> float:
     if summary.n < 2 or not math.isfinite(summary.high):
         return 0.0
     return (summary.high - summary.mean) / 1.96
+
+
+def error_bar(summary: Summary, bounds: Range | None) -> tuple[float, float]:
+    """Lengths below and above the mean of the bar mean ± SE cut at ``bounds``."""
+    error = standard_error(summary)
+    low, high = clip_interval(summary.mean - error, summary.mean + error, bounds)
+    return summary.mean - low, high - summary.mean
 
 
 def wilds_figure(records: list[dict[str, Any]], spec=None):
@@ -46,16 +55,20 @@ def wilds_figure(records: list[dict[str, Any]], spec=None):
             ax = axes[line][column]
             drawn = False
             for metric in names:
-                for k, method in enumerate(METHODS):
-                    for j, split in enumerate(("id", "ood")):
-                        summary = summaries.get((f"{dataset}/{method}", f"{split}/{metric}"))
-                        if summary is None:
-                            continue
-                        ax.bar(k + 0.4 * j, summary.mean, width=0.38,
-                               yerr=standard_error(summary), color=f"C{k}",
-                               hatch="//" if split == "ood" else None, edgecolor="black",
-                               linewidth=0.3)
-                        drawn = True
+                bars = {(k, j, split): summaries.get((f"{dataset}/{method}",
+                                                      f"{split}/{metric}"))
+                        for k, method in enumerate(METHODS)
+                        for j, split in enumerate(("id", "ood"))}
+                bounds = measure_range(metric, [s.mean for s in bars.values() if s is not None])
+                for (k, j, split), summary in bars.items():
+                    if summary is None:
+                        continue
+                    below, above = error_bar(summary, bounds)
+                    ax.bar(k + 0.4 * j, summary.mean, width=0.38,
+                           yerr=[[below], [above]], color=f"C{k}",
+                           hatch="//" if split == "ood" else None, edgecolor="black",
+                           linewidth=0.3)
+                    drawn = True
                 if drawn:
                     ax.set_ylabel(metric, fontsize=8)
                     break

@@ -512,8 +512,9 @@ FIGURE_5_3 = ArtifactSpec(
            "the objective stops decreasing), the thesis's 'until convergence'; the CSV holds "
            "per grid point Adam's gradient norm (adam_gradient_norm), the polished one "
            "(gradient_norm) and the L-BFGS iterations (polish_iterations). Seeds: the figure "
-           "shows the mean over seeds with its 95% Student-t band and each seed's curve; the "
-           "anchors read the mean-over-seeds curves, their causes each seed's optimum and "
+           "shows the mean over seeds with its 95% Student-t band (the train and test log "
+           "likelihood bands cut at 0, the bound of a log probability) and each seed's curve; "
+           "the anchors read the mean-over-seeds curves, their causes each seed's optimum and "
            "gradient norms.",
            "Optimal range: the thesis's text says 0.02-2, its caption 0.3-2 (only the text's "
            f"contains the optimum 0.13); ours is the delta range with log evidence within "

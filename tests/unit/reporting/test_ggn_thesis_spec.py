@@ -15,6 +15,7 @@ from bench.reporting.figures.ggn_toys import (
     grid_points,
     seed_curve,
 )
+from bench.reporting.intervals import LOG_PROBABILITY
 from bench.reporting.protocol_claims import protocol_label
 from bench.reporting.specs.ggn_thesis import (
     FIGURE_5_2,
@@ -108,6 +109,22 @@ def test_figure_5_3_curves_are_the_mean_over_seeds_with_a_band():
     assert len(evidence_axis.lines) >= 3 + 1  # each seed's curve and the mean
     assert any(isinstance(c, PolyCollection) for c in evidence_axis.collections)  # the band
     assert "mean over seeds 0, 1, 2" in figure._suptitle.get_text()
+
+
+def test_figure_5_3_log_likelihood_bands_stay_at_or_below_0():
+    records = [moons_record(seed, peaked(5)) for seed in (0, 1, 2)]
+    for record, value in zip(records, (0.0, 0.0, -0.3), strict=True):
+        record["arrays"]["train_ll"] = [value] * len(DELTAS)
+        record["arrays"]["test_ll"] = [value - 0.1] * len(DELTAS)
+    _, _, _, high = mean_and_ci([0.0, 0.0, -0.3])
+    assert high > 0.2  # the uncut band of these seeds reaches above 0
+    _, highs = seed_curve(records, "train_ll").band(LOG_PROBABILITY)
+    assert max(highs) == 0.0
+    figure = classification_model_selection(records)
+    for axis in figure.axes[1:3]:  # train and test log likelihood
+        band = [path.vertices[:, 1] for c in axis.collections
+                if isinstance(c, PolyCollection) for path in c.get_paths()]
+        assert band and max(v.max() for v in band) <= 0.0
 
 
 def test_figure_5_3_causes_quote_each_seeds_polished_fits():

@@ -9,6 +9,7 @@ import math
 import matplotlib
 import matplotlib.figure
 import pandas as pd
+import pytest
 
 from bench.reporting.markdown import heading_slug
 from bench.reporting.pivot import pivot_table, split_sweep
@@ -90,7 +91,7 @@ def test_report_sections_come_in_order_each_table_after_its_rule(tmp_path):
         return drawn
 
     spec = dataclasses.replace(
-        SPECS["ssla/table-7"], figure=figure,
+        SPECS["ssla/table-7"], figure=figure, causes={("*", "*"): "a side run shows why"},
         anchors=(Anchor("SSLA minus ASSLA", "0", lambda records: 0.5, Tolerance(abs=0.1)),))
     render_report(spec, [record(0, -0.0259), record(1, -0.0300)], tmp_path)
     text = (tmp_path / "ssla" / "table-7.md").read_text()
@@ -108,3 +109,21 @@ def test_report_sections_come_in_order_each_table_after_its_rule(tmp_path):
         assert rule_lines, lines[index]
     assert "Finished 2026-01-01 to 2026-01-02" in text.replace("finished", "Finished")
     assert heading_slug("All cells (protocol paper)") == "all-cells-protocol-paper"
+
+
+FIGURE_SPECS = sorted(key for key, spec in SPECS.items() if spec.figure is not None)
+
+
+@pytest.mark.parametrize("key", FIGURE_SPECS)
+def test_every_report_with_a_figure_shows_it_first(key, tmp_path):
+    """The figure is the first thing after the title and header line, for every spec with a
+    figure (its own drawing, or the drawn gap when the records cannot make it)."""
+    spec = SPECS[key]
+    ok = {"status": "ok", "seed": 0, "protocol": "paper", "scale": "cpu", "cells": [],
+          "config": {}, "finished_at": "2026-01-01T00:00:00+00:00"}
+    render_report(spec, [ok], tmp_path)
+    lines = (tmp_path / spec.paper / f"{spec.artifact}.md").read_text().splitlines()
+    blocks = [line for line in lines if line.strip()]
+    assert blocks[0].startswith(f"# {spec.paper} {spec.artifact}")
+    assert blocks[1].startswith("Scale: cpu")
+    assert blocks[2] == f"![{spec.paper} {spec.artifact} — {spec.title}]({spec.artifact}.png)"
