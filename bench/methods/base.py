@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 from collections.abc import Mapping
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
@@ -19,6 +19,9 @@ from omegaconf import DictConfig, OmegaConf
 from bench.harness.errors import ConfigError
 from bench.predictive.categorical import Categorical
 from bench.predictive.densities import Gaussian, GridDensity, QuadratureDensity
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 Predictive = Gaussian | GridDensity | QuadratureDensity | Categorical
 
@@ -68,6 +71,23 @@ class Method(Protocol):
 
     def predict(self, x: Any) -> Predictive:
         """The predictive distribution of y at inputs ``x``."""
+
+
+@runtime_checkable
+class HoldsUnreadTensors(Protocol):
+    """A fitted method whose objects keep tensors alive that its predictions never read.
+
+    ``stored_tensors()`` is what the method needs to predict; ``unread_tensors()`` is the rest
+    of what its objects hold, each storage not already among the stored ones (laplace-torch's
+    last-layer Laplace: the parameters of the network it was handed, ``la.params``). The
+    memory task (Laplace Redux Table 5) reports both.
+    """
+
+    def stored_tensors(self) -> dict[str, Tensor]:
+        """The tensors the method reads to predict."""
+
+    def unread_tensors(self) -> dict[str, Tensor]:
+        """The tensors its objects hold beyond :meth:`stored_tensors`, never read."""
 
 
 def method_class(node: DictConfig) -> type:

@@ -7,6 +7,12 @@ would be 10.49). :func:`stored_bytes` counts what a method really holds
 the same tensor reached under two names is not counted twice. :func:`held_tensors` finds the
 tensors an object holds by walking its attributes (used for laplace-torch's fitted objects, so
 that whatever a later version keeps is counted too).
+
+A method's headline bytes are what it needs to predict. A method whose objects also keep
+tensors alive that its predictions never read (laplace-torch's last-layer Laplace holds the
+parameters of the network it was handed, the harness's deep copy, beside its own copy) says so
+through ``unread_tensors()`` (:class:`bench.methods.base.HoldsUnreadTensors`); Table 5 shows
+that measurement as a row of its own, named by :func:`as_held_row`.
 """
 
 from __future__ import annotations
@@ -23,10 +29,20 @@ BYTES_PER_MEGABYTE = 1_000_000
 # Terms of Laplace Redux's memory complexities: M parameters, H^2 and K^2 (last-layer width and
 # number of classes, squared).
 ANALYTIC_TERMS = ("M", "H2", "K2")
+# The row of a method's memory as its objects hold it, unread tensors included.
+AS_HELD_ROW = "{row} (as held, incl. the harness's copy)"
 
 
-def _storage_key(tensor: Tensor) -> tuple[str, int]:
+def storage_key(tensor: Tensor) -> tuple[str, int]:
+    """The device and address of the storage behind ``tensor`` (equal for views and
+    detached copies of one tensor)."""
     return str(tensor.device), tensor.untyped_storage().data_ptr()
+
+
+def as_held_row(row: str) -> str:
+    """The name of ``row``'s as-held row: its stored tensors plus the tensors its objects keep
+    alive without reading them (e.g. ``"LA (as held, incl. the harness's copy)"``)."""
+    return AS_HELD_ROW.format(row=row)
 
 
 def stored_bytes(tensors: Mapping[str, Tensor]) -> int:
@@ -36,7 +52,7 @@ def stored_bytes(tensors: Mapping[str, Tensor]) -> int:
     storage (views, ``detach()``, a state_dict entry and its parameter) count it once, and a
     view of part of a storage counts the whole storage, which is what stays in memory.
     """
-    sizes = {_storage_key(t): t.untyped_storage().nbytes() for t in tensors.values()}
+    sizes = {storage_key(t): t.untyped_storage().nbytes() for t in tensors.values()}
     return sum(sizes.values())
 
 
@@ -76,7 +92,7 @@ def held_tensors(root: Any, prefix: str = "", packages: Collection[str] = (),
 
     def visit(value: Any, path: str) -> None:
         if isinstance(value, Tensor):
-            key = (*_storage_key(value), value.storage_offset(), tuple(value.shape),
+            key = (*storage_key(value), value.storage_offset(), tuple(value.shape),
                    value.stride(), value.dtype)
             if key not in seen_tensors:
                 seen_tensors.add(key)

@@ -10,9 +10,9 @@ the size stay: 5 DE members, 40 SWAG snapshots of rank 40, 12 CSGHMC samples). M
 build their own network (``network_model``/``network_options`` arguments: BBB, CSGHMC) get the
 experiment's. Each row is fitted on its own copy of the base network, predicts once on the test
 images (so lazily built caches exist, e.g. the full Laplace's posterior scale) and is measured
-by :func:`bench.metrics.memory.stored_bytes` over ``method.stored_tensors()``. Everything the
-methods store while fitting goes to a scratch folder under the results folder, removed after
-the job.
+by :func:`bench.metrics.memory.stored_bytes` over ``method.stored_tensors()``: what it needs to
+predict. Everything the methods store while fitting goes to a scratch folder under the results
+folder, removed after the job.
 
 Cells of row ``<row>`` (renamed by ``memory.paper_rows``, e.g. BBB -> VB as the paper's table
 names it): ``memory.column`` (decimal MB, e.g. ``mem_wrn16-4_cifar10``), ``bytes``,
@@ -22,6 +22,12 @@ formula in ``memory.analytic``, ``analytic_mb``: the paper's complexity ``c_M M 
 c_K2 K^2`` in the parameters' element size, with M the network's parameter count, H the last
 layer's input width and K the number of classes. ``fitted.parts_bytes[<row>]`` splits each row
 by where the tensors live (the first two components of their names, each storage counted once).
+
+A method whose objects also keep tensors alive that it never reads to predict
+(:class:`~bench.methods.base.HoldsUnreadTensors`: LA and LA*, whose laplace-torch object holds
+the parameters of the harness's deep copy of the network in ``la.params``) gets a second row,
+``<row> (as held, incl. the harness's copy)`` (:func:`bench.metrics.memory.as_held_row`): the
+same cells over everything held, plus ``unread_mb``, the bytes of the unread storages.
 """
 
 from __future__ import annotations
@@ -42,13 +48,14 @@ from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
 from bench.methods.base import (
+    HoldsUnreadTensors,
     instantiate_method,
     merged_method_node,
     method_arguments,
     method_class,
     method_variants,
 )
-from bench.metrics.memory import analytic_count, megabytes, stored_bytes
+from bench.metrics.memory import analytic_count, as_held_row, megabytes, stored_bytes
 from bench.models.classifiers import count_parameters
 from bench.training.network_store import TrainingRecipe, trained_network
 
@@ -81,6 +88,18 @@ def parts_bytes(tensors: dict[str, Tensor]) -> dict[str, int]:
         counted.add(key)
         parts.setdefault(".".join(name.split(".")[:2]), {})[name] = tensor
     return {part: stored_bytes(members) for part, members in parts.items()}
+
+
+def add_memory_cells(result: TaskResult, row: str, column: str, tensors: dict[str, Tensor],
+                     buffer_names: set[str]) -> None:
+    """Cells ``column`` (decimal MB), ``bytes`` and ``buffers_mb`` of ``row`` over
+    ``tensors``, each storage once, and the row's ``fitted.parts_bytes``."""
+    n_bytes = stored_bytes(tensors)
+    buffers = stored_bytes({k: t for k, t in tensors.items() if is_buffer(k, buffer_names)})
+    result.add(row, column, megabytes(n_bytes))
+    result.add(row, "bytes", n_bytes)
+    result.add(row, "buffers_mb", megabytes(buffers))
+    result.fitted["parts_bytes"][row] = parts_bytes(tensors)
 
 
 def memory_method_node(cfg: DictConfig, recipe: TrainingRecipe) -> DictConfig:
@@ -137,18 +156,19 @@ def run(cfg: DictConfig) -> TaskResult:
             method.predict(splits.x_test)
             result.timings[f"{row}/fit_predict_s"] = watch.elapsed()
             tensors = method.stored_tensors()
-            n_bytes = stored_bytes(tensors)
-            buffers = stored_bytes({k: t for k, t in tensors.items()
-                                    if is_buffer(k, buffer_names)})
             paper_row = str(paper_rows.get(row, row))
-            result.add(paper_row, str(memory.column), megabytes(n_bytes))
-            result.add(paper_row, "bytes", n_bytes)
-            result.add(paper_row, "buffers_mb", megabytes(buffers))
+            add_memory_cells(result, paper_row, str(memory.column), tensors, buffer_names)
             if paper_row in analytic:
                 count = analytic_count(analytic[paper_row], n_parameters, hidden,
                                        recipe.num_classes)
                 result.add(paper_row, "analytic_mb", megabytes(int(count) * element_size))
-            result.fitted["parts_bytes"][paper_row] = parts_bytes(tensors)
+            unread = (method.unread_tensors() if isinstance(method, HoldsUnreadTensors)
+                      else {})
+            if unread:
+                held_row = as_held_row(paper_row)
+                add_memory_cells(result, held_row, str(memory.column), {**tensors, **unread},
+                                 buffer_names)
+                result.add(held_row, "unread_mb", megabytes(stored_bytes(unread)))
             result.fitted["diagnostics"][paper_row] = diagnostics
             del method, base
     return result

@@ -33,18 +33,25 @@ def test_smoke_reproduce_measures_map_and_laplace_exactly(tmp_path):
     cells = {(c["row"], c["column"]): c["value"] for r in records for c in r["cells"]}
     network = 4 * M
     assert cells[("MAP", "bytes")] == network
-    # LA / LA*: the network twice (laplace-torch keeps the given network's parameters and its
-    # own deep copy), the last-layer mean, the curvature, the scalars.
-    assert cells[("LA", "bytes")] == 2 * network + 4 * (LAST + KRON + SCALARS)
-    assert cells[("LA*", "bytes")] == 2 * network + 4 * (LAST + 2 * LAST ** 2 + SCALARS)
+    # LA / LA*: what they need to predict, their own copy of the network, the last-layer mean,
+    # the curvature, the scalars; as laplace-torch holds them, the parameters of the harness's
+    # copy of the network it was handed (la.params) besides.
+    for row, state in (("LA", KRON), ("LA*", 2 * LAST ** 2)):
+        assert cells[(row, "bytes")] == network + 4 * (LAST + state + SCALARS)
+        assert cells[(f"{row} (as held, incl. the harness's copy)", "bytes")] \
+            == 2 * network + 4 * (LAST + state + SCALARS)
     assert cells[("LA", "mem_lenet_mnist")] == cells[("LA", "bytes")] / 1e6
     assert cells[("LA", "analytic_mb")] == 4 * (M + H * H + K * K) / 1e6
     assert ("LA*", "analytic_mb") not in cells
     assert cells[("MAP", "buffers_mb")] == 0.0
     parts = next(r for r in records if r["method"] == "la_classifier")["fitted"]["parts_bytes"]
-    assert parts["LA"]["la.params"] == parts["LA"]["la.model"] == network
+    assert parts["LA"]["la.model"] == network and "la.params" not in parts["LA"]
+    assert parts["LA (as held, incl. the harness's copy)"]["la.params"] == network
     assert not list(tmp_path.glob("**/.memory-scratch-*"))
 
     written = render_report(SPECS["laplace_redux/table-5"], records, tmp_path / "out")
     text = next(p for p in written if p.suffix == ".md").read_text()
     assert "## Anchors" in text and "rounded up" in text
+    held = [line for line in text.splitlines()
+            if line.startswith("| LA (as held, incl. the harness's copy) ")]
+    assert any("| unread_mb " in line for line in held)

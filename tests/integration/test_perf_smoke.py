@@ -81,3 +81,50 @@ def test_natural_gradient_benchmark_times_every_algorithm_and_matches_the_textbo
         cells = [cell.strip() for cell in row.strip("|").split("|")]
         assert float(cells[1]) > 0 and float(cells[3]) > 0
         assert float(cells[-2]) < 1e-9 and float(cells[-1]) < 1e-9
+
+
+def test_la_prediction_benchmark_splits_the_la_prediction_into_steps_that_reassemble_it(
+        tmp_path):
+    """The quick run times MAP and the LA side by side, splits the LA into its steps (the
+    reassembled probabilities equal the LA's) and writes the quotable cause line."""
+    from bench.benchmarks.la_prediction import STEPS, main
+
+    out = tmp_path / "la-prediction-perf.md"
+    main(["--quick", "--out", str(out)])
+    text = out.read_text()
+    lines = text.splitlines()
+    for label in (*STEPS.values(), "sum of the steps"):
+        assert sum(line.startswith(f"| {label} |") for line in lines) == 1, label
+    assert "equal to `method.predict`'s" in text
+    assert sum(line.startswith("Cause of the anchor: LA / MAP prediction time ")
+               for line in lines) == 1
+
+
+def test_kron_variance_diagonal_is_the_diagonal_of_laplace_torchs_functional_variance():
+    """Known answer: on a float64 network the structured diagonal equals laplace-torch's
+    ``J P^-1 J^T`` diagonal from the dense last-layer Jacobians."""
+    import torch
+    from torch import nn
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from bench.benchmarks.la_prediction import kron_variance_diagonal, last_layer_jacobians
+    from bench.harness.rng import make_generator
+
+    laplace = pytest.importorskip("laplace")
+    torch.manual_seed(0)
+    network = nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 4)).double()
+    generator = make_generator(0)
+    x = torch.randn(30, 6, generator=generator, dtype=torch.float64)
+    y = torch.randint(0, 4, (30,), generator=generator)
+    la = laplace.Laplace(network, "classification", subset_of_weights="last_layer",
+                         hessian_structure="kron", prior_precision=0.7,
+                         backend=laplace.curvature.BackPackGGN)
+    la.fit(DataLoader(TensorDataset(x, y), batch_size=8))
+    with torch.no_grad():
+        f, phi = la.model.forward_with_features(x)
+        jacobians = last_layer_jacobians(la, phi, f)
+        reference, _ = la.backend.last_layer_jacobians(x)
+        exact = la.functional_variance(jacobians).diagonal(dim1=1, dim2=2)
+        ours = kron_variance_diagonal(la, phi)
+    assert torch.equal(jacobians, reference)
+    torch.testing.assert_close(ours, exact, rtol=1e-12, atol=0)

@@ -58,7 +58,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from bench.datasets.augmentation import Augment
 from bench.harness.errors import ConfigError, require_choice, require_positive
 from bench.harness.rng import derived_seed, make_generator
-from bench.metrics.memory import held_tensors
+from bench.metrics.memory import held_tensors, storage_key
 from bench.predictive.categorical import Categorical
 
 SUBSETS = ("all", "last_layer")
@@ -71,6 +71,10 @@ PRIOR_STRUCTURES = ("scalar", "layerwise", "diag")
 # Attributes of a fitted laplace-torch object that are not its state: ``data`` is the first
 # training batch, which last-layer Laplace keeps only to find the last layer (laplace-torch 0.3).
 NOT_STATE = ("data",)
+# laplace-torch 0.3's BaseLaplace keeps the parameters of the network it is handed (``params``:
+# the adapter's deep copy of the base network); its last-layer classes fit, tune and predict
+# through their own deep copy (``model``) and the last-layer ``mean``, and never read ``params``.
+UNREAD_BY_LAST_LAYER = ("params",)
 # (backend, structure, subset) combinations laplace-torch 0.3 cannot fit (None: any subset).
 # The stream of the fit seed that draws the augmentation of the fitting pass.
 AUGMENT_STREAM = 5
@@ -253,10 +257,22 @@ class LaplaceTorchClassifier:
                                   self.seed, self.predict_batch_size)
 
     def stored_tensors(self) -> dict[str, Tensor]:
-        """Every tensor the fitted laplace-torch object holds, found by walking its attributes:
-        its copy of the network (parameters and buffers), the mean, the curvature (the full
-        or diagonal ``H``; for K-FAC the Kronecker factors ``H_facs`` and their
+        """Every tensor the fitted laplace-torch object reads to predict, found by walking its
+        attributes: its copy of the network (parameters and buffers), the mean, the curvature
+        (the full or diagonal ``H``; for K-FAC the Kronecker factors ``H_facs`` and their
         eigendecompositions ``H``), the prior precision and mean, the noise, the loss and any
         cache (the full structure's posterior scale once ``predict`` has run). The first
-        training batch laplace-torch keeps (``la.data``) is data, not state: not counted."""
-        return held_tensors(self.la, "la", packages=("laplace",), skip=NOT_STATE)
+        training batch laplace-torch keeps (``la.data``) is data, not state, and the
+        last-layer Laplace's ``la.params`` are never read (:meth:`unread_tensors`): neither is
+        counted."""
+        unread = UNREAD_BY_LAST_LAYER if self.subset_of_weights == "last_layer" else ()
+        return held_tensors(self.la, "la", packages=("laplace",), skip=NOT_STATE + unread)
+
+    def unread_tensors(self) -> dict[str, Tensor]:
+        """The tensors the fitted laplace-torch object holds beyond :meth:`stored_tensors`:
+        for last-layer Laplace the parameters of the network it was handed (``la.params``, the
+        adapter's deep copy of the base network), which it keeps alive and never reads; none
+        for all-weights Laplace, whose ``la.params`` are its own network's."""
+        stored = {storage_key(t) for t in self.stored_tensors().values()}
+        held = held_tensors(self.la, "la", packages=("laplace",), skip=NOT_STATE)
+        return {name: t for name, t in held.items() if storage_key(t) not in stored}

@@ -260,23 +260,51 @@ N_NETWORK, N_LAST = 203, 18
     ("kron", "BackPackGGN", (9 + 25 + 9) + (9 + 25 + 9) + (3 + 5 + 3) + 2),
     # The 18 x 18 precision and the posterior scale the prediction caches.
     ("full", "BackPackEF", 2 * N_LAST ** 2)])
-def test_stored_tensors_are_every_tensor_laplace_torch_keeps(data, test_inputs, structure,
-                                                              backend, laplace_values):
+def test_stored_tensors_are_one_network_and_the_laplace_state(data, test_inputs, structure,
+                                                               backend, laplace_values):
     method, _ = fitted(data, hessian_structure=structure, backend=backend,
                        prior_tuning="marglik", tune_steps=2)
     method.predict(test_inputs)
     tensors = method.stored_tensors()
-    # The network twice (laplace-torch keeps the parameters of the network it is given and
-    # works on its own deep copy), the last-layer mean, the curvature, and four scalars: prior
-    # precision, prior mean, noise, loss. All float64.
-    expected = 2 * N_NETWORK + N_LAST + laplace_values + 4
+    # What the LA needs to predict: its own copy of the network, the last-layer mean, the
+    # curvature, and four scalars: prior precision, prior mean, noise, loss. All float64.
+    expected = N_NETWORK + N_LAST + laplace_values + 4
     assert stored_bytes(tensors) == expected * 8
     assert all(t.dtype == torch.float64 for t in tensors.values())
     if structure == "kron":
         assert [tuple(tensors[f"la.H_facs.kfacs.{i}"].shape) for i in ("0.0", "0.1", "1.0")] \
             == [(3, 3), (5, 5), (3, 3)]
+    # Beside it laplace-torch keeps the parameters of the network it was handed (la.params,
+    # the adapter's copy): the network a second time.
+    unread = method.unread_tensors()
+    assert set(unread) == {f"la.params.{i}" for i in range(6)}
+    assert stored_bytes(unread) == N_NETWORK * 8
+    assert not storages(unread) & storages(tensors)
     # laplace-torch's own state_dict (its checkpoint) holds nothing we miss, except the first
     # training batch it keeps to find the last layer.
     own = held_tensors({k: v for k, v in method.la.state_dict().items() if k != "data"})
-    assert storages(own) <= storages(tensors)
+    assert storages(own) <= storages(tensors) | storages(unread)
     assert not storages(held_tensors(method.la.data)) & storages(tensors)
+
+
+@pytest.mark.parametrize(("structure", "backend"), [("kron", "BackPackGGN"),
+                                                    ("full", "BackPackEF")])
+def test_last_layer_laplace_never_reads_its_unread_tensors(data, test_inputs, structure,
+                                                           backend):
+    method, _ = fitted(data, hessian_structure=structure, backend=backend,
+                       prior_tuning="marglik", tune_steps=2)
+    probs = method.predict(test_inputs).probs
+    evidence = float(method.la.log_marginal_likelihood())
+    with torch.no_grad():
+        for tensor in method.unread_tensors().values():
+            tensor.fill_(float("nan"))
+    torch.testing.assert_close(method.predict(test_inputs).probs, probs, rtol=0, atol=0)
+    assert float(method.la.log_marginal_likelihood()) == evidence
+    assert torch.isfinite(method.la.predictive_samples(
+        test_inputs, pred_type="nn", n_samples=2, generator=make_generator(0))).all()
+
+
+def test_all_weights_laplace_reads_every_tensor_it_holds(data):
+    method, _ = fitted(data, subset_of_weights="all", hessian_structure="diag")
+    assert method.unread_tensors() == {}
+    assert stored_bytes(method.stored_tensors()) >= N_NETWORK * 8
