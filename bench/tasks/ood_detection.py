@@ -13,6 +13,9 @@ positive, score = largest probability) for each OOD set under the paper's short 
 in-distribution ``acc_<in>``, ``conf_<in>``, ``nll_<in>``, ``brier_<in>`` and ``ece_<in>``.
 An optional OOD set whose files are absent (``dataset.optional_ood``) is skipped; the record's
 ``fitted.ood_needs_data`` names its files and folder, and its cells are left out.
+A variant with a fitted scalar prior precision (the LA rows: post-hoc marglik) adds it as the
+cell ``prior_precision``. An experiment's ``row_prefix`` (e.g. ``"<recipe> / "`` when it
+compares MAP recipes) is put before every row name.
 """
 
 from __future__ import annotations
@@ -50,11 +53,16 @@ def run(cfg: DictConfig) -> TaskResult:
             **{name: data.ood_set(name, seed).x for name in ood_sets}}
     job.result.fitted["ood_needs_data"] = data.missing_ood()
     job.result.fitted["ood_sets"] = list(ood_sets)
+    prefix = str(cfg.get("row_prefix") or "")
     for variant in predict_variants(cfg, job, sets):
         ood = {name: variant.predictives[name] for name in ood_sets}
         scores = classification_metrics(
             variant.predictives[data.images], job.splits.y_test, ood,
             n_bins=int(cfg.metrics.n_bins), calibration=str(cfg.metrics.calibration),
             ood_score=str(cfg.metrics.ood_score))
-        ood_cells(job.result, variant.row, scores, data.images, ood_sets)
+        row = prefix + variant.row
+        ood_cells(job.result, row, scores, data.images, ood_sets)
+        prior = variant.diagnostics.get("prior_precision")
+        if isinstance(prior, float):
+            job.result.add(row, "prior_precision", prior)
     return job.result

@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 import torch
 from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
 from bench.cli.reproduce import main as reproduce
-from bench.harness.jobs import execute
+from bench.harness.jobs import apply_scale_overrides, execute
 from bench.harness.records import iter_records
 from bench.models.classifiers import build_classifier
 from bench.reporting.data_needs import missing_data
@@ -71,6 +72,7 @@ def test_table_3_cells_are_the_stored_networks_confidences(results):
     for row in ("LA", "LA*"):
         assert la["timings"][f"{row}/predict_s"] > 0 and la["timings"][f"{row}/map_predict_s"] > 0
         assert la["fitted"]["methods"][row]["prior_precision"] > 0
+        assert cells[(row, "prior_precision")] == la["fitted"]["methods"][row]["prior_precision"]
     assert la["fitted"]["methods"]["LA"]["laplace_class"] == "KronLLLaplace"
 
 
@@ -174,3 +176,33 @@ def test_paper_scale_runs_swag_at_the_authors_seed_only():
         assert swag[2:] == ["seed=6", "method=swag"]
     assert sweep_overrides("laplace_redux/table-3", "smoke", [METHODS])[0][2:] == [
         "seed=6", METHODS]
+
+
+def test_map_recipe_study_trains_table_3_networks_with_the_code_recipe():
+    """At cpu scale the study's adam_b512 network is Table 3's (one stored network)."""
+    study = apply_scale_overrides(compose_config(
+        ["experiment=laplace_redux/map-recipe", "scale=cpu", "map_recipe=adam_b512"]), [])
+    table = apply_scale_overrides(compose_config(
+        ["experiment=laplace_redux/table-3", "scale=cpu"]), [])
+    resolved = [OmegaConf.to_container(cfg.network, resolve=True) for cfg in (study, table)]
+    assert resolved[0] == resolved[1]
+    other = apply_scale_overrides(compose_config(
+        ["experiment=laplace_redux/map-recipe", "scale=cpu", "map_recipe=sgd_nesterov_b512"]),
+        [])
+    stage = OmegaConf.to_container(other.network, resolve=True)["stages"][0]
+    assert (stage["optimizer"], stage["lr"], stage["nesterov"], stage["epochs"]) == \
+        ("sgd", 0.1, True, 100)
+
+
+def test_map_recipe_rows_name_the_recipe_and_hold_the_learned_prior_precision(tmp_path):
+    cfg = compose_config(["experiment=laplace_redux/map-recipe", "scale=smoke", "seed=6",
+                          "map_recipe=sgd_nesterov_b512", "method=laplace_classifier",
+                          f"results_dir={tmp_path}"])
+    record = execute(cfg)
+    assert record["status"] == "ok"
+    cells = {(c["row"], c["column"]): c["value"] for c in record["cells"]}
+    assert {row for row, _ in cells} == {"sgd_nesterov_b512 / LA", "sgd_nesterov_b512 / LA*"}
+    for row in ("LA", "LA*"):
+        assert cells[(f"sgd_nesterov_b512 / {row}", "prior_precision")] == pytest.approx(
+            record["fitted"]["methods"][row]["prior_precision"])
+    assert record["config"]["network"]["stages"][0]["optimizer"] == "sgd"

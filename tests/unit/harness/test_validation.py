@@ -90,3 +90,11 @@ def test_an_unwritable_results_dir_is_one_line_before_hydra_starts(tmp_path):
     with pytest.raises(ConfigError, match="results_dir=.*a-file/records' cannot be written"):
         require_writable_results_dir([f"results_dir={blocker / 'records'}"])
     assert require_writable_results_dir([f"results_dir={tmp_path / 'ok'}"]).is_dir()
+
+
+def test_unknown_map_recipe_is_one_line_naming_the_recipes():
+    with pytest.raises(ConfigError) as caught:
+        check_overrides(["experiment=laplace_redux/map-recipe", "map_recipe=adam_b1024"])
+    assert str(caught.value) == (
+        "map_recipe='adam_b1024' is not valid; choose one of: adam_b128, adam_b512, "
+        "adam_lr01_b512, adamw_b512, sgd_nesterov_b512")
