@@ -7,15 +7,16 @@ one fixed set of standard-normal draws reused for every temperature, and the NN-
 predictive ``mean_s softmax(f(x; theta_s))`` on the in-distribution test set and on each OOD set
 (:class:`bench.methods.laplace.tempered.TemperedLaplace`).
 
-One job = (structure, prior precision, seed). Cells: row = structure (Diag, KFAC, EKFAC; a
-prior precision other than the experiment's ``main_prior_precision`` is marked in the row, e.g.
-``Diag (delta=1)``), columns
-``<set>/<metric>@T=<T>`` for ``<set>`` the in-distribution set (``accuracy``, ``entropy``,
-``nll``, ``ece``) and every OOD set (``entropy``, ``auroc``); K-FAC jobs add the paper's text
-cell ``<network>/<data> KFAC (last layer)``, ``hessian_frobenius_norm``. Arrays ``temperatures`` and
-``<row>/<set>/<metric>`` hold the curves for the figures. Metrics: the MAP network's own test
-accuracy, the last-layer curvature norms (the KFAC-norm hypothesis: the correctly scaled norm
-and the "paper-like" accumulation of reproduction notes section 7.6).
+One job = (structure, accumulation, prior precision, seed). Cells: row = structure (Diag,
+KFAC, EKFAC; the paper-like accumulation of reproduction notes section 7.6 and a prior
+precision other than the experiment's ``main_prior_precision`` are marked in the row, e.g.
+``KFAC (paper-like)``, ``Diag (delta=1)``), columns ``<set>/<metric>@T=<T>`` for ``<set>`` the
+in-distribution set (``accuracy``, ``entropy``, ``nll``, ``ece``) and every OOD set
+(``entropy``, ``auroc``), and the last-layer curvature norms of both accumulations
+(:data:`NORM_COLUMNS`, the KFAC-norm hypothesis); the exact K-FAC job at the main prior
+precision adds the paper's text cell ``<network>/<data> KFAC (last layer)``,
+``hessian_frobenius_norm``. Arrays ``temperatures`` and ``<row>/<set>/<metric>`` hold the
+curves for the figures. Metrics: the MAP network's own test accuracy and the two norms.
 """
 
 from __future__ import annotations
@@ -24,15 +25,14 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from bench.curvature.kfac_scaling import paper_like_frobenius_norm
-from bench.curvature.kronecker import Kronecker
+from bench.curvature.kfac_scaling import ExactAccumulation
 from bench.datasets.image_classification import ImageClassificationData
 from bench.datasets.training_set import TrainingSet
-from bench.harness.errors import require_positive
+from bench.harness.errors import require_choice, require_positive
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
-from bench.methods.base import instantiate_method
+from bench.methods.base import instantiate_method, method_variants
 from bench.methods.laplace.tempered import TemperedLaplace
 from bench.metrics.classification import accuracy, classification_metrics
 from bench.predictive.categorical import Categorical
@@ -44,6 +44,8 @@ PAPER_NAMES = {"lenet5": "LeNet-5", "resnet18": "ResNet-18", "mnist": "MNIST",
                "cifar10": "CIFAR-10"}
 IN_DISTRIBUTION_METRICS = ("accuracy", "entropy", "nll", "ece")
 OOD_METRICS = ("entropy", "auroc")
+# Last-layer Frobenius norms of the job's curvature (cells and metrics of every job).
+NORM_COLUMNS = ("last_layer_frobenius_norm", "paper_like_last_layer_frobenius_norm")
 
 
 def temperature_column(data_set: str, metric: str, temperature: float) -> str:
@@ -51,11 +53,16 @@ def temperature_column(data_set: str, metric: str, temperature: float) -> str:
     return f"{data_set}/{metric}@T={temperature:g}"
 
 
-def structure_row(structure: str, prior_precision: float, main_prior_precision: float) -> str:
-    """The structure's paper name; a sensitivity run at another prior precision is marked,
-    e.g. ``Diag (delta=1)``."""
+def structure_row(structure: str, prior_precision: float, main_prior_precision: float,
+                  accumulation: str = ExactAccumulation.name) -> str:
+    """The structure's paper name; a non-exact accumulation and a sensitivity run at another
+    prior precision are marked, e.g. ``KFAC (paper-like)``, ``Diag (delta=1)``,
+    ``KFAC (paper-like, delta=1)``."""
+    marks = [] if accumulation == ExactAccumulation.name else [accumulation]
+    if prior_precision != main_prior_precision:
+        marks.append(f"delta={prior_precision:g}")
     row = STRUCTURE_ROWS[structure]
-    return row if prior_precision == main_prior_precision else f"{row} (delta={prior_precision:g})"
+    return f"{row} ({', '.join(marks)})" if marks else row
 
 
 def network_recipe(node: DictConfig, data: ImageClassificationData, n_train: int
@@ -73,6 +80,17 @@ def initial_weights(recipe: TrainingRecipe) -> str:
     if recipe.pretrained is None:
         return "trained from scratch (no pretrained weights given)"
     return f"fine-tuned from pretrained weights, sha256 {recipe.pretrained.sha256}"
+
+
+def job_method(cfg: DictConfig) -> TemperedLaplace:
+    """The job's method: the method node, with the arguments of the experiment's
+    ``posterior`` (a name of ``method.variants``) where the experiment sweeps posteriors; an
+    unknown name is a one-line ConfigError naming the variants."""
+    if cfg.get("posterior") is None:
+        return instantiate_method(cfg.method)
+    variants = method_variants(cfg.method)
+    name = require_choice("posterior", str(cfg.posterior), list(variants))
+    return instantiate_method(cfg.method, **variants[name])
 
 
 @takes(datasets=(ImageClassificationData,), methods=(TemperedLaplace,))
@@ -94,24 +112,22 @@ def run(cfg: DictConfig) -> TaskResult:
                           "network_path": str(stored.path),
                           "initial_weights": initial_weights(recipe)})
 
-    method = instantiate_method(cfg.method)
+    method = job_method(cfg)
     watch = Stopwatch()
     training = TrainingSet(splits.x_train, splits.y_train, data.images, data.normalisation,
                            str(cfg.results_dir), str(cfg.device))
     diagnostics = method.fit(training, seed, base=stored.module)
     result.timings["fit_s"] = watch.elapsed()
     result.fitted.update(diagnostics)
-    row = structure_row(method.structure, method.prior_precision,
-                        float(cfg.get("main_prior_precision", method.prior_precision)))
-    result.metrics["last_layer_frobenius_norm"] = float(diagnostics["last_layer_frobenius_norm"])
-    if isinstance(method.curvature, Kronecker):
+    main = float(cfg.get("main_prior_precision", method.prior_precision))
+    row = structure_row(method.structure, method.prior_precision, main, method.accumulation)
+    for column in NORM_COLUMNS:
+        result.metrics[column] = float(diagnostics[column])
+        result.add(row, column, result.metrics[column])
+    if row == STRUCTURE_ROWS["kfac"]:  # exact K-FAC at the main prior precision
         model, images = (PAPER_NAMES.get(n, n) for n in (recipe.model, data.images))
         result.add(f"{model}/{images} KFAC (last layer)", "hessian_frobenius_norm",
                    result.metrics["last_layer_frobenius_norm"])
-        paper_like = cfg.kfac_hypothesis
-        result.metrics["paper_like_last_layer_frobenius_norm"] = paper_like_frobenius_norm(
-            method.curvature, len(splits.x_train), int(paper_like.batch_size),
-            int(paper_like.label_samples))
 
     watch = Stopwatch()
     in_name = data.images
@@ -133,4 +149,6 @@ def run(cfg: DictConfig) -> TaskResult:
             result.add(row, temperature_column(data_set, metric, temperature), value)
             curves.setdefault(f"{row}/{data_set}/{metric}", []).append(float(value))
     result.arrays.update(curves)
+    result.arrays[f"{row}/prior_dominated_share"] = [
+        method.prior_dominated_share(temperature) for temperature in temperatures]
     return result

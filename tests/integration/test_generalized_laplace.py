@@ -26,7 +26,9 @@ def smoke_record(experiment: str, results_dir, *overrides: str) -> dict:
 def test_toy_structures_report_their_predictive_spread(tmp_path):
     record = smoke_record("generalized_laplace/figure-2", tmp_path)
     rows = {c["row"] for c in record["cells"]}
-    assert rows == {"Diag", "KFAC", "EKFAC", "B-Diag"}
+    structures = {"Diag", "KFAC", "EKFAC", "B-Diag"}
+    assert rows == structures | {f"{row} (paper-like)" for row in structures}
+    assert record["fitted"]["KFAC (paper-like)"]["accumulation"] == "paper-like"
     spread = {c["row"]: c["value"] for c in record["cells"] if c["column"] == "relu/mean_sd"}
     assert all(value > 0 for value in spread.values())
     assert len(record["arrays"]["Diag/sd"]) == len(record["arrays"]["x"])
@@ -34,17 +36,21 @@ def test_toy_structures_report_their_predictive_spread(tmp_path):
     assert any(path.suffix == ".png" for path in written)
 
 
+POSTERIORS = ("Diag", "KFAC", "EKFAC", "KFAC-paper-like")
+
+
 @pytest.fixture(scope="module")
 def tempered_records(tmp_path_factory) -> list[dict]:
     results = tmp_path_factory.mktemp("figure-3")
-    return [smoke_record("generalized_laplace/figure-3", results, f"method.structure={s}")
-            for s in ("diag", "kfac", "ekfac")]
+    return [smoke_record("generalized_laplace/figure-3", results, f"posterior={p}")
+            for p in POSTERIORS]
 
 
 def test_structures_share_one_stored_network(tempered_records):
     hashes = {r["fitted"]["recipe_hash"] for r in tempered_records}
     assert len(hashes) == 1
-    assert [r["fitted"]["network_reused"] for r in tempered_records] == [False, True, True]
+    assert [r["fitted"]["network_reused"] for r in tempered_records] == [False, True, True,
+                                                                          True]
     assert len({r["metrics"]["map_test_accuracy"] for r in tempered_records}) == 1
 
 
@@ -57,6 +63,28 @@ def test_every_temperature_and_set_has_its_cells(tempered_records):
     kfac = tempered_records[1]
     assert kfac["metrics"]["paper_like_last_layer_frobenius_norm"] > 0
     assert any(c["column"] == "hessian_frobenius_norm" for c in kfac["cells"])
+
+
+def test_paper_like_kfac_is_its_own_row_through_the_sweep(tempered_records):
+    exact, paper_like = tempered_records[1], tempered_records[3]
+    assert paper_like["fitted"]["accumulation"] == "paper-like"
+    assert {c["row"] for c in paper_like["cells"]} == {"KFAC (paper-like)"}
+    assert len(paper_like["arrays"]["KFAC (paper-like)/mnist/entropy"]) == len(
+        paper_like["arrays"]["temperatures"])
+    # same network, curvature and draws: the same norms, other curves
+    assert paper_like["metrics"] == exact["metrics"]
+    assert paper_like["arrays"]["KFAC (paper-like)/mnist/entropy"] != exact["arrays"][
+        "KFAC/mnist/entropy"]
+
+
+def test_every_structure_records_both_last_layer_norms(tempered_records):
+    for record in tempered_records[:3]:
+        row = record["variant"]
+        norms = {c["column"]: c["value"] for c in record["cells"] if c["row"] == row
+                 and "frobenius" in c["column"]}
+        assert set(norms) == {"last_layer_frobenius_norm",
+                              "paper_like_last_layer_frobenius_norm"}
+        assert all(value > 0 for value in norms.values())
 
 
 def test_figure_3_and_5_reports_render(tempered_records, tmp_path):

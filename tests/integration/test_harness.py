@@ -85,8 +85,13 @@ def test_killed_multirun_resumes_without_recomputing(stop, tmp_path):
 @pytest.mark.parametrize("args, expected", [
     (["method=foo"], "method='foo' is not valid; choose one of: "
      + ", ".join(sorted(p.stem for p in (CONF_DIR / "method").glob("*.yaml")))),
-    (["experiment=generalized_laplace/figure-3", "scale=smoke", "method.structure=foo"],
+    (["experiment=generalized_laplace/figure-3", "scale=smoke", "posterior=KFAC",
+      "method.variants.KFAC.structure=foo"],
      "method.structure='foo' is not valid; choose one of: diag, kfac, ekfac, bdiag"),
+    (["experiment=generalized_laplace/figure-3", "scale=smoke", "posterior=foo"],
+     "posterior='foo' is not valid; choose one of: Diag, KFAC, EKFAC, KFAC-paper-like"),
+    (["experiment=generalized_laplace/figure-3", "scale=smoke", "method.accumulation=sum"],
+     "method.accumulation='sum' is not valid; choose one of: exact, paper-like"),
     (["experiment=generalized_laplace/figure-3", "scale=smoke", "method.temperature=0"],
      "method.temperature=0 is not valid; it must be a positive number"),
     (["experiment=ssla/table-99"], "experiment='ssla/table-99' is not valid; choose one of:"),

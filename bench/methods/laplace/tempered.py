@@ -9,7 +9,10 @@ running statistics) stay at their MAP values, and every prediction is in eval mo
 exact per structure (reproduction notes section 2): ``z / sqrt(T d + delta)`` for Diag,
 ``U_G [Z / sqrt(T S + delta)] U_Q^T`` per layer for K-FAC (``S = lambda_G lambda_Q^T``) and
 EKFAC, ``L^-T z`` with ``L L^T = T F_l + delta I`` for B-Diag. The predictive is NN
-sampling, the mean of ``softmax(f(x; theta_s))``.
+sampling, the mean of ``softmax(f(x; theta_s))``. With ``accumulation=paper-like`` the
+precision is the one the DLR curvature library would have built from the same data
+(:class:`bench.curvature.kfac_scaling.LibraryAccumulation`: rescaled Diag / EKFAC, K-FAC
+factors summed over minibatch means and damped per factor), still sampled exactly.
 
 The curvature is computed once per fit and the standard-normal draws ``z`` once per fit (from
 the seed); :meth:`TemperedLaplace.predict_tempered` reuses both for every temperature, so a
@@ -31,9 +34,16 @@ from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
 from bench.curvature.base import Curvature
-from bench.curvature.eigen_kronecker import EigenKronecker
-from bench.curvature.kfac_scaling import layer_frobenius_norm
-from bench.curvature.kronecker import Kronecker
+from bench.curvature.kfac_scaling import (
+    ACCUMULATIONS,
+    LibraryAccumulation,
+    PrecisionAt,
+    layer_frobenius_norm,
+    make_accumulation,
+    precision_eigenvalues,
+    tempered,
+    weight_sharing_positions,
+)
 from bench.curvature.module_curvature import (
     FISHER_TYPES,
     LIKELIHOODS,
@@ -49,12 +59,10 @@ from bench.predictive.categorical import Categorical
 from bench.predictive.densities import Gaussian
 
 
-def sampling_form(curvature: Curvature) -> Curvature:
-    """The curvature in the form its sampler uses: K-FAC in its eigenbasis (decomposed once,
-    so tempering it is element-wise), any other structure as it is."""
-    if isinstance(curvature, Kronecker):
-        return EigenKronecker.from_kronecker(curvature)
-    return curvature
+def precision_function(posterior: Curvature | PrecisionAt) -> PrecisionAt:
+    """``(temperature, prior_precision) -> precision``: a curvature ``F`` is tempered as
+    ``T F + delta I``; a function (an accumulation's :meth:`precision_at`) is used as it is."""
+    return tempered(posterior) if isinstance(posterior, Curvature) else posterior
 
 
 def _draws_or_none(posterior: Curvature, z: Tensor) -> Tensor | None:
@@ -66,15 +74,18 @@ def _draws_or_none(posterior: Curvature, z: Tensor) -> Tensor | None:
     return draws if bool(torch.isfinite(draws).all()) else None
 
 
-def smallest_working_prior_precision(curvature: Curvature, temperature: float,
+def smallest_working_prior_precision(curvature: Curvature | PrecisionAt, temperature: float,
                                      prior_precision: float, steps: int = 8) -> float | None:
     """The smallest ``delta >= prior_precision`` (to a factor ``10^(1/2^steps)``) for which
-    ``temperature * F + delta * I`` factorises: powers of ten up, then bisection on log delta.
-    None if nothing up to ``prior_precision * 1e30`` works."""
-    probe = curvature.diagonal().new_zeros(1, curvature.n_params)
+    the precision at ``temperature`` (``T F + delta I`` of a curvature, or a precision
+    function's) factorises: powers of ten up, then bisection on log delta. None if nothing up
+    to ``prior_precision * 1e30`` works."""
+    precision = precision_function(curvature)
+    start = precision(temperature, prior_precision)
+    probe = start.diagonal().new_zeros(1, start.n_params)
 
     def works(delta: float) -> bool:
-        return _draws_or_none(curvature.scaled(temperature, delta), probe) is not None
+        return _draws_or_none(precision(temperature, delta), probe) is not None
 
     if works(prior_precision):
         return prior_precision
@@ -89,12 +100,13 @@ def smallest_working_prior_precision(curvature: Curvature, temperature: float,
     return 10**high
 
 
-def posterior_draws(curvature: Curvature, temperature: float, prior_precision: float,
-                    z: Tensor) -> Tensor:
-    """Draws ``[S, q]`` from ``N(0, (temperature * F + prior_precision * I)^-1)`` from standard
-    normal ``z`` ``[S, q]``; a failed factorisation is a one-line ConfigError naming
-    ``method.prior_precision`` and the smallest working value."""
-    draws = _draws_or_none(curvature.scaled(temperature, prior_precision), z)
+def posterior_draws(curvature: Curvature | PrecisionAt, temperature: float,
+                    prior_precision: float, z: Tensor) -> Tensor:
+    """Draws ``[S, q]`` from ``N(0, P^-1)`` from standard normal ``z`` ``[S, q]``, with ``P``
+    the precision at ``temperature`` and ``prior_precision`` (``T F + delta I`` of a
+    curvature ``F``, or a precision function's); a failed factorisation is a one-line
+    ConfigError naming ``method.prior_precision`` and the smallest working value."""
+    draws = _draws_or_none(precision_function(curvature)(temperature, prior_precision), z)
     if draws is None:
         smallest = smallest_working_prior_precision(curvature, temperature, prior_precision)
         hint = (f"the smallest working value is about {smallest:.3g}" if smallest is not None
@@ -165,7 +177,11 @@ class TemperedLaplace:
     ekfac | bdiag; ``fisher_type``: type-2 (exact GGN) | mc (``mc_samples`` labels per input)
     | empirical; ``likelihood``: classification | regression (``noise_std``). ``batch_size``
     is the minibatch of the curvature pass, ``predict_batch_size`` the input chunk of the
-    predictive.
+    predictive. ``accumulation`` (:data:`bench.curvature.kfac_scaling.ACCUMULATIONS`): exact
+    (precision ``T F + delta I``) | paper-like (the DLR curvature library's sums over
+    ``library_label_samples`` labels per minibatch of ``library_batch_size``, K-FAC damped per
+    factor; reproduction notes 7.6). Both accumulations' last-layer norms are in the
+    diagnostics whichever one the draws use.
     """
 
     name: str = "tempered_laplace"
@@ -180,6 +196,9 @@ class TemperedLaplace:
     batch_size: int = 128
     predict_batch_size: int = 1000
     max_block_size: int = 5000
+    accumulation: str = "exact"
+    library_batch_size: int = 32
+    library_label_samples: int = 30
     device: str = "cpu"
     fits_on_base: ClassVar[bool] = True
     curvature: Curvature | None = field(default=None, init=False, repr=False)
@@ -188,14 +207,17 @@ class TemperedLaplace:
         require_choice("method.structure", self.structure, STRUCTURES)
         require_choice("method.fisher_type", self.fisher_type, FISHER_TYPES)
         require_choice("method.likelihood", self.likelihood, LIKELIHOODS)
+        require_choice("method.accumulation", self.accumulation, ACCUMULATIONS)
         require_positive("method.temperature", self.temperature)
         require_positive("method.prior_precision", self.prior_precision)
-        for key in ("mc_samples", "n_samples", "batch_size", "predict_batch_size"):
+        for key in ("mc_samples", "n_samples", "batch_size", "predict_batch_size",
+                    "library_batch_size", "library_label_samples"):
             require_positive(f"method.{key}", getattr(self, key))
 
     def fit(self, data: Any, seed: int, base: nn.Module | None = None) -> dict[str, Any]:
-        """The curvature of ``base`` over ``data``'s training set and ``n_samples`` standard
-        normal draws from ``seed``; returns the diagnostics."""
+        """The curvature of ``base`` over ``data``'s training set, its precision function under
+        ``accumulation`` and ``n_samples`` standard normal draws from ``seed``; returns the
+        diagnostics (the last-layer norms of both accumulations among them)."""
         if not isinstance(base, nn.Module):
             raise ValueError("TemperedLaplace.fit needs the trained network (base=nn.Module)")
         self.model = copy.deepcopy(base).to(self.device).eval()
@@ -207,24 +229,42 @@ class TemperedLaplace:
             likelihood=self.likelihood, fisher_type=self.fisher_type,
             mc_samples=self.mc_samples, noise_std=self.noise_std, batch_size=self.batch_size,
             generator=generator, max_block_size=self.max_block_size)
-        self._sampler = sampling_form(self.curvature)
+        n_train = len(data.train_inputs)
+        library = {"n_data": n_train, "batch_size": self.library_batch_size,
+                   "label_samples": self.library_label_samples,
+                   "positions": weight_sharing_positions(
+                       self.model, data.train_inputs[:1].to(self.device))}
+        chosen = make_accumulation(self.accumulation, **library)
+        self._precision = chosen.precision_at(self.curvature)
         curvature_s = watch.elapsed()
         self.theta_map = flat_parameters(self.model)
         self.z = torch.randn(self.n_samples, self.curvature.n_params, generator=generator,
                              dtype=self.curvature.diagonal().dtype, device=self.device)
-        posterior_draws(self._sampler, self.temperature, self.prior_precision, self.z[:1])
+        posterior_draws(self._precision, self.temperature, self.prior_precision, self.z[:1])
         sizes = [layer.n_params for layer in layers]
+        paper_like = LibraryAccumulation(**library)
         return {"structure": self.structure, "fisher_type": self.fisher_type,
+                "accumulation": self.accumulation,
                 "prior_precision": self.prior_precision, "temperature": self.temperature,
-                "n_params": self.curvature.n_params, "n_train": len(data.train_inputs),
-                "curvature_s": curvature_s,
-                "last_layer_frobenius_norm": layer_frobenius_norm(self.curvature, -1, sizes)}
+                "n_params": self.curvature.n_params, "n_train": n_train,
+                "curvature_s": curvature_s, "library_updates": paper_like.updates,
+                "last_layer_frobenius_norm": layer_frobenius_norm(self.curvature, -1, sizes),
+                "paper_like_last_layer_frobenius_norm": paper_like.layer_norm(
+                    self.curvature, -1, sizes)}
 
     def parameter_draws(self, temperature: float) -> Tensor:
         """``theta_MAP + draws`` ``[S, q]`` at ``temperature`` from the fixed ``z``."""
         require_positive("method.temperature", temperature)
-        draws = posterior_draws(self._sampler, temperature, self.prior_precision, self.z)
+        draws = posterior_draws(self._precision, temperature, self.prior_precision, self.z)
         return self.theta_map + draws.to(self.theta_map.dtype)
+
+    def prior_dominated_share(self, temperature: float) -> float:
+        """Share of the posterior precision's eigen-directions at ``temperature`` in which the
+        likelihood's part is below the prior's (eigenvalue below ``2 delta``): the directions
+        whose draws keep about the prior's spread ``1 / sqrt(delta)``."""
+        require_positive("method.temperature", temperature)
+        eigenvalues = precision_eigenvalues(self._precision(temperature, self.prior_precision))
+        return float((eigenvalues < 2 * self.prior_precision).double().mean())
 
     def predict_tempered(self, x: Tensor, temperatures: Iterable[float]
                          ) -> dict[float, Categorical | Gaussian]:

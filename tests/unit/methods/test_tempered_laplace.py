@@ -3,6 +3,7 @@ laplace-torch at T = 1 (tau = 1/T), fixed draws across temperatures, and one-lin
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -10,6 +11,11 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from bench.curvature.dense import BlockDiagonal
+from bench.curvature.kfac_scaling import (
+    LibraryAccumulation,
+    layer_frobenius_norm,
+    paper_like_kfac,
+)
 from bench.harness.errors import ConfigError
 from bench.methods.laplace.tempered import (
     TemperedLaplace,
@@ -56,9 +62,55 @@ def test_samples_have_the_inverse_dense_precision_as_covariance(data, structure)
         # 20000 draws: entries of the whitened covariance have sd <= sqrt(2 / 20000) = 0.01
         deviation = whitened_covariance(draws, precision) - torch.eye(len(precision))
         assert deviation.abs().max() < 0.06, (structure, temperature)
-        exact = posterior_draws(method._sampler, temperature, 0.5,
+        exact = posterior_draws(method._precision, temperature, 0.5,
                                 torch.eye(len(precision), dtype=torch.float64)).T
         torch.testing.assert_close(exact @ exact.T, torch.linalg.inv(precision))
+
+
+def test_paper_like_kfac_draws_have_the_library_precision(data):
+    # The library's K-FAC (notes 7.6) on the 7 training inputs: factors summed over
+    # U = 30 ceil(7 / 32) = 30 minibatch means, the convolution's 25 positions dividing its
+    # output factor, damped per factor.
+    method = fitted(data, "kfac", accumulation="paper-like", n_samples=20000)
+    for temperature in (0.1, 3.0):
+        precision = paper_like_kfac(method.curvature, 7, 32, 30, temperature, 0.5,
+                                    positions=(25, 1, 1)).to_dense()
+        draws = method.parameter_draws(temperature) - method.theta_map
+        deviation = whitened_covariance(draws, precision) - torch.eye(len(precision))
+        assert deviation.abs().max() < 0.06, temperature
+        exact = posterior_draws(method._precision, temperature, 0.5,
+                                torch.eye(len(precision), dtype=torch.float64)).T
+        torch.testing.assert_close(exact @ exact.T, torch.linalg.inv(precision))
+
+
+@pytest.mark.parametrize("structure", ["diag", "kfac", "ekfac"])
+def test_diagnostics_hold_both_accumulations_last_layer_norms(data, structure):
+    exact, library = (fitted(data, structure, n_samples=2, accumulation=a)
+                      for a in ("exact", "paper-like"))
+    sizes = [20, 45, 18]  # Conv2d(1, 2, 3), Linear(8, 5), Linear(5, 3) with their biases
+    diagnostics = exact.fit(data, seed=0, base=tiny_conv_net())
+    assert diagnostics["accumulation"] == "exact" and diagnostics["library_updates"] == 30
+    assert math.isclose(diagnostics["last_layer_frobenius_norm"],
+                        layer_frobenius_norm(exact.curvature, -1, sizes))
+    expected = LibraryAccumulation(7, 32, 30, (25, 1, 1)).layer_norm(exact.curvature, -1, sizes)
+    assert math.isclose(diagnostics["paper_like_last_layer_frobenius_norm"], expected)
+    # the draws follow the chosen accumulation; the norms are the same either way
+    other = library.fit(data, seed=0, base=tiny_conv_net())
+    assert other["paper_like_last_layer_frobenius_norm"] == pytest.approx(expected)
+    if structure != "kfac":
+        # Diag and EKFAC: the library's precision at T is the exact one at T * c
+        rescaled = fitted(data, structure, n_samples=2, temperature=30 / 32**(
+            2 if structure == "ekfac" else 1))
+        torch.testing.assert_close(library.parameter_draws(1.0),
+                                   rescaled.parameter_draws(rescaled.temperature))
+
+
+def test_prior_dominated_share_counts_directions_where_t_f_is_below_delta(data):
+    method = fitted(data, "diag", n_samples=2)
+    d = method.curvature.diagonal()
+    for temperature in (1e-3, 1.0, 1e3):
+        expected = float((temperature * d < 0.5).double().mean())
+        assert method.prior_dominated_share(temperature) == pytest.approx(expected)
 
 
 def test_one_set_of_draws_serves_every_temperature(data):
@@ -164,6 +216,9 @@ def test_a_failed_factorisation_names_the_prior_precision_and_the_smallest_worki
     ({"temperature": 0.0}, "^method.temperature=0.0 is not valid; it must be a positive "
                            "number$"),
     ({"prior_precision": -1.0}, "^method.prior_precision=-1.0 is not valid"),
+    ({"accumulation": "sum"}, "^method.accumulation='sum' is not valid; choose one of: exact, "
+                              "paper-like$"),
+    ({"library_batch_size": 0}, "^method.library_batch_size=0 is not valid"),
 ])
 def test_bad_configuration_is_one_line_naming_the_key(options, message):
     with pytest.raises(ConfigError, match=message):
