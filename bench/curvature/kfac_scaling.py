@@ -123,10 +123,11 @@ def paper_like_kfac(kfac: Kronecker, n_data: int, batch_size: int, label_samples
                     temperature: float, prior_precision: float,
                     positions: tuple[int, ...] | None = None) -> Kronecker:
     """The paper-like posterior precision ``(sqrt(s) Q_sum + sqrt(n) I) kron (sqrt(s) G_sum +
-    sqrt(n) I)`` per layer, with ``s = temperature`` and ``n = prior_precision``, as a
+    sqrt(n) I)`` per layer, with ``s = temperature`` times the curvature's own scale and
+    ``n = prior_precision``, as a
     :class:`Kronecker` (scale 1, no shift) that samples exactly (the dense reference of
     :class:`LibraryAccumulation`'s eigenbasis form)."""
-    root_s, root_n = temperature**0.5, prior_precision**0.5
+    root_s, root_n = (kfac.scale * temperature) ** 0.5, prior_precision**0.5
     factors = []
     for q_sum, g_sum in paper_like_factors(kfac, n_data, batch_size, label_samples, positions):
         eye_q = torch.eye(q_sum.shape[0], dtype=q_sum.dtype, device=q_sum.device)

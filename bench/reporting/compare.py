@@ -11,7 +11,7 @@ import pandas as pd
 from bench.reporting.aggregate import aggregate_cells, cells_frame, unattributed_failures
 from bench.reporting.catalog import make_target
 from bench.reporting.intervals import Range, cell_ranges, clip_interval, range_text
-from bench.reporting.spec import ArtifactSpec
+from bench.reporting.spec import Anchor, ArtifactSpec
 from bench.reporting.targets import PaperValue, paper_values
 from bench.reporting.verdicts import (
     AGREES,
@@ -218,14 +218,29 @@ def hidden_extra_cells(spec: ArtifactSpec, table: pd.DataFrame,
     return len(produced - shown)
 
 
+def anchor_cause(spec: ArtifactSpec, anchor: Anchor, ok_records: list[dict[str, Any]]) -> str:
+    """The anchor's own cause computed from the records, else the spec's cause for its label
+    ("" when neither gives one). A cause function that cannot read these records (a missing
+    cell, a zero or absent number) falls back to the spec's cause rather than stopping the
+    report; an empty cause is then refused where one is required."""
+    fallback = spec.cause_for("*", anchor.label, "")
+    if anchor.cause is None:
+        return fallback
+    try:
+        return anchor.cause(ok_records) or fallback
+    except (LookupError, ValueError, ArithmeticError, TypeError):
+        return fallback
+
+
 def anchor_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.DataFrame:
     """One line per anchor of the spec: label, paper, ours, verdict, cause.
 
-    An anchor whose getter finds nothing in the records (LookupError or ValueError) is
-    ``missing``, with the error as its cause. An anchor that ``spec.not_comparable`` declares
-    not comparable for these records (pattern ``(label, "")``) is ``not comparable`` with the
-    reason as its cause, whether or not the getter found a value. An anchor whose ``applies``
-    says no is left out.
+    An anchor whose getter finds nothing in the records (LookupError, ValueError or an
+    arithmetic error) is ``missing``, with the error as its cause. An anchor with a value that
+    ``spec.not_comparable`` declares not comparable for these records (pattern
+    ``(label, "")``) is ``not comparable`` with the reason as its cause. The cause of the
+    others is :func:`anchor_cause`, shown unless they agree. An anchor whose ``applies`` says
+    no is left out.
     """
     ok_records = [r for r in records if r.get("status") == "ok"]
     lines = []
@@ -234,21 +249,16 @@ def anchor_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.DataFr
             continue
         rule = anchor.rule or spec.rule
         paper = PaperValue(spec.artifact, anchor.label, "", anchor.paper)
-        cause = spec.cause_for("*", anchor.label, "")
-        if anchor.cause is not None:
-            try:
-                cause = anchor.cause(ok_records)
-            except LookupError:
-                pass
         try:
             ours = float(anchor.ours(ok_records))
-        except (LookupError, ValueError) as err:
+        except (LookupError, ValueError, ArithmeticError) as err:
             ours, verdict = math.nan, Verdict(MISSING, _one_line(f"{type(err).__name__}: {err}"))
         else:
-            verdict = judge(rule, paper, ours, (math.nan, math.nan), cause)
-        reason = spec.not_comparable_reason("*", anchor.label, "", ok_records)
-        if reason:
-            verdict = Verdict(NOT_COMPARABLE, reason)
+            verdict = judge(rule, paper, ours, (math.nan, math.nan),
+                            anchor_cause(spec, anchor, ok_records))
+            reason = spec.not_comparable_reason("*", anchor.label, "", ok_records)
+            if reason:
+                verdict = Verdict(NOT_COMPARABLE, reason)
         lines.append({"label": anchor.label, "paper": anchor.paper, "ours": ours,
                       "verdict": verdict.verdict, "cause": verdict.cause})
     return pd.DataFrame(lines, columns=list(ANCHOR_COLUMNS))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -190,6 +191,16 @@ def under_cause_rule(summary: dict[str, Any]) -> bool:
             and int(summary.get("schema_version") or 1) >= CAUSES_REQUIRED_SINCE)
 
 
+# The failure notes bench.reporting.compare appends to a cell's cause ("2 run(s) failed: ...",
+# "1 failed run(s) produced no cells: ..."): they report gaps, they do not explain a verdict.
+FAILURE_NOTE = re.compile(r"(?:^|; )\d+ (?:run\(s\) failed|failed run\(s\) produced no cells): .*$")
+
+
+def explaining_cause(cause: Any) -> str:
+    """A cell's cause without the failure notes appended to it ("" when only they remain)."""
+    return FAILURE_NOTE.sub("", str(cause or "")).strip()
+
+
 def causeless_verdicts(summary: dict[str, Any]) -> list[str]:
     """The ``differs`` / ``close`` verdicts without a cause under the paper's protocol, each as
     ``"row column (verdict)"`` or ``"claim 'label' (verdict)"``: cells of the protocol
@@ -200,7 +211,7 @@ def causeless_verdicts(summary: dict[str, Any]) -> list[str]:
     found = [f"{cell['row']} {cell['column']} ({cell['verdict']})"
              for cell in summary.get("unconfirmed_cells") or []
              if cell["verdict"] in CAUSE_REQUIRED and cell["protocol"] in PAPER_PROTOCOLS
-             and not str(cell.get("cause") or "").strip()]
+             and not explaining_cause(cell.get("cause"))]
     protocols = summary.get("protocols") or [NO_PROTOCOL]
     if any(protocol in PAPER_PROTOCOLS for protocol in protocols):
         found += [f"claim '{anchor['label']}' ({anchor['verdict']})"

@@ -63,6 +63,6 @@ def run(cfg: DictConfig) -> TaskResult:
         row = prefix + variant.row
         ood_cells(job.result, row, scores, data.images, ood_sets)
         prior = variant.diagnostics.get("prior_precision")
-        if isinstance(prior, float):
+        if isinstance(prior, float) and variant.diagnostics.get("prior_structure") == "scalar":
             job.result.add(row, "prior_precision", prior)
     return job.result

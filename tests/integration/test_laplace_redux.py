@@ -178,10 +178,10 @@ def test_paper_scale_runs_swag_at_the_authors_seed_only():
         "seed=6", METHODS]
 
 
-def test_map_recipe_study_trains_table_3_networks_with_the_code_recipe():
-    """At cpu scale the study's adam_b512 network is Table 3's (one stored network)."""
+def test_map_recipe_study_trains_table_3_networks_with_its_recipe():
+    """At cpu scale the study's adam_b128 network is Table 3's (one stored network)."""
     study = apply_scale_overrides(compose_config(
-        ["experiment=laplace_redux/map-recipe", "scale=cpu", "map_recipe=adam_b512"]), [])
+        ["experiment=laplace_redux/map-recipe", "scale=cpu", "map_recipe=adam_b128"]), [])
     table = apply_scale_overrides(compose_config(
         ["experiment=laplace_redux/table-3", "scale=cpu"]), [])
     resolved = [OmegaConf.to_container(cfg.network, resolve=True) for cfg in (study, table)]

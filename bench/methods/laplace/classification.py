@@ -228,6 +228,7 @@ class LaplaceTorchClassifier:
         with torch.no_grad():
             log_marglik = float(self.la.log_marginal_likelihood())
         return {"prior_precision": self._fitted_prior_precision(),
+                "prior_structure": self.prior_structure,
                 "log_marginal_likelihood": log_marglik, "n_parameters": int(self.la.n_params),
                 "backend": type(self.la.backend).__name__, "laplace_class": type(self.la).__name__,
                 "temperature": float(self.temperature), "n_data": int(self.la.n_data)}

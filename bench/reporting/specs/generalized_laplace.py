@@ -478,8 +478,9 @@ def largest_t_accuracy_cause(row: str, data_set: str, main_row: str | None = Non
         except LookupError:
             pass
         text = "; ".join(parts)
-        if main is not None and main > ours:
-            return text + ": only delta differs, so the prior precision causes it"
+        if main is not None and NEAR_MAP.classify(main, None, (math.nan, math.nan)) == AGREES:
+            return text + (": only delta differs and the main row meets the claim, so the "
+                           "prior precision causes it")
         return "no measured cause yet: " + text
 
     return cause

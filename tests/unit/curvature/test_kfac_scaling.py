@@ -127,8 +127,9 @@ def test_library_accumulation_is_the_expected_library_sum():
         torch.testing.assert_close(g, g_expected)
 
 
-def test_paper_like_precision_in_the_eigenbasis_equals_the_damped_factors():
-    kfac = Kronecker(((A, 100.0 * G), (A[:2, :2], 40.0 * G)))
+@pytest.mark.parametrize("scale", [1.0, 2.5])
+def test_paper_like_precision_in_the_eigenbasis_equals_the_damped_factors(scale):
+    kfac = Kronecker(((A, 100.0 * G), (A[:2, :2], 40.0 * G)), scale=scale)
     library = LibraryAccumulation(100, 32, 30, positions=(1, 4))
     for temperature, prior in ((4.0, 9.0), (1e-3, 600.0)):
         ours = library.precision_at(kfac)(temperature, prior)

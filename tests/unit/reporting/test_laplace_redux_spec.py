@@ -105,3 +105,46 @@ def test_figure_9_tables_show_brier_and_accuracy_at_five_angles():
     assert spec.is_shown("LA", "angle=90/brier") and spec.is_shown("MAP", "angle=0/accuracy")
     assert not spec.is_shown("LA", "angle=15/brier")
     assert not spec.is_shown("LA", "angle=90/nll")
+
+
+def test_shift_anchor_cause_names_each_failing_level_with_its_paired_spread():
+    from bench.reporting.specs.laplace_redux import levels_worse_than_map
+
+    def record(seed, la_at_30):
+        return {"seed": seed, "cells": [
+            {"row": "MAP", "column": "angle=15/brier", "value": 0.30},
+            {"row": "MAP", "column": "angle=30/brier", "value": 0.40},
+            {"row": "LA", "column": "angle=15/brier", "value": 0.20},
+            {"row": "LA", "column": "angle=30/brier", "value": la_at_30}]}
+
+    cause = levels_worse_than_map("LA", "brier", 15.0)([record(6, 0.41), record(12, 0.43)])
+    assert cause.startswith("measured in these records: LA's brier above MAP's at 30: +0.0200 "
+                            "(paired SE 0.0100, 2 seeds)")
+    with pytest.raises(LookupError):
+        levels_worse_than_map("LA", "brier", 15.0)([record(6, 0.39)])
+
+
+def table_3_record(cells: dict[tuple[str, str], float], seed: int = 6) -> dict:
+    return {"status": "ok", "seed": seed, "protocol": "paper", "scale": "cpu",
+            "cells": [{"row": r, "column": c, "value": v} for (r, c), v in cells.items()]}
+
+
+def test_table_3_anchor_causes_quote_the_records_and_survive_missing_cells():
+    from bench.reporting.specs.laplace_redux import (
+        rows_where_fmnist_is_not_easiest,
+        swag_against_map,
+    )
+
+    records = [table_3_record({("MAP", "conf_fmnist"): 65.0, ("MAP", "auroc_fmnist"): 98.0,
+                               ("MAP", "conf_kmnist"): 60.0, ("MAP", "auroc_kmnist"): 99.0,
+                               ("SWAG", "conf_fmnist"): 70.0, ("LA", "conf_fmnist"): 50.0})]
+    cause = rows_where_fmnist_is_not_easiest(swag=False)(records)
+    assert cause.startswith("measured in these records, where FMNIST is not the easiest: "
+                            "MAP conf FMNIST 65.0 vs KMNIST 60.0; MAP auroc FMNIST 98.0 vs "
+                            "KMNIST 99.0")
+    assert "LA " not in cause
+    swag = swag_against_map("conf")(records)
+    assert "SWAG FMNIST conf 70.0 (paper SWAG FMNIST 84.0, EMNIST 64.9)" in swag
+    assert "FMNIST conf is 65.0 against the paper's 64.2" in swag
+    with pytest.raises(LookupError):
+        swag_against_map("auroc")(records)

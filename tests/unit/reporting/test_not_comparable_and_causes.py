@@ -188,3 +188,24 @@ def test_findings_list_older_summaries_without_causes_in_their_own_section(tmp_p
             "'KFAC / DIAG' (close).") in listed
     differs = next(line for line in lines if line.startswith("- **differs** · protocol paper"))
     assert differs.endswith("No cause given.")
+
+
+def test_a_failure_note_is_not_a_cause():
+    summary = {"scale": "cpu", "protocols": ["paper"], "anchors": [], "unconfirmed_cells": [
+        {"row": "SSLA", "column": "kl", "verdict": "differs", "protocol": "paper",
+         "cause": "1 run(s) failed: RuntimeError: nan"},
+        {"row": "ASSLA", "column": "kl", "verdict": "close", "protocol": "paper",
+         "cause": f"{CAUSE}; 2 run(s) failed: RuntimeError: nan"}]}
+    assert causeless_verdicts(summary) == ["SSLA kl (differs)"]
+
+
+def test_a_cause_function_that_cannot_read_the_records_falls_back_to_the_spec_cause():
+    def broken(records):
+        return f"{1 / 0}"
+
+    anchor = Anchor("ratio", "1", lambda records: 5.0, Tolerance(abs=0.1), cause=broken)
+    spec = dataclasses.replace(TABLE_7, anchors=(anchor,), causes={("ratio", ""): CAUSE})
+    line = anchor_table(spec, [record({})]).iloc[0]
+    assert (line["verdict"], line["cause"]) == ("differs", CAUSE)
+    bare = dataclasses.replace(spec, causes={})
+    assert anchor_table(bare, [record({})]).iloc[0]["cause"] == ""
