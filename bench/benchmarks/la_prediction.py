@@ -150,14 +150,19 @@ class StepTimer:
         self.seconds[self._name] = self.seconds.get(self._name, 0.0) + self._watch.elapsed()
 
 
+def input_chunks(method: Any, x: Tensor) -> tuple[Tensor, ...]:
+    """``x`` on the LA network's device and dtype, split into the method's prediction
+    batches, as :func:`laplace_predictive` feeds it."""
+    reference = next(method.la.model.parameters())
+    return x.to(device=reference.device, dtype=reference.dtype).split(method.predict_batch_size)
+
+
 def prediction_in_steps(method: Any, x: Tensor) -> tuple[dict[str, float], Tensor]:
     """The LA's probit prediction at ``x`` as :func:`laplace_predictive` and laplace-torch run
     it, each step timed (seconds per step of :data:`STEPS`, probabilities)."""
     la, timer = method.la, StepTimer()
-    reference = next(la.model.parameters())
     with timer("input"):
-        chunks = x.to(device=reference.device, dtype=reference.dtype).split(
-            method.predict_batch_size)
+        chunks = input_chunks(method, x)
     probs = []
     for chunk in chunks:
         with timer("features"):
@@ -183,10 +188,8 @@ def fixed_prediction(method: Any, x: Tensor) -> tuple[dict[str, float], Tensor]:
     """The same probabilities with the two changes of the module docstring: the feature
     forward without autograd and :func:`kron_variance_diagonal` (seconds per step, probs)."""
     la, timer = method.la, StepTimer()
-    reference = next(la.model.parameters())
     with timer("input"):
-        chunks = x.to(device=reference.device, dtype=reference.dtype).split(
-            method.predict_batch_size)
+        chunks = input_chunks(method, x)
     probs = []
     for chunk in chunks:
         with timer("features"), torch.no_grad():
