@@ -236,9 +236,10 @@ def anchor_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.DataFr
     """One line per anchor of the spec: label, paper, ours, verdict, cause.
 
     An anchor whose getter finds nothing in the records (LookupError, ValueError or an
-    arithmetic error) is ``missing``, with the error as its cause. An anchor with a value that
+    arithmetic error) is ``missing``, with the error as its cause. An anchor that
     ``spec.not_comparable`` declares not comparable for these records (pattern
-    ``(label, "")``) is ``not comparable`` with the reason as its cause. The cause of the
+    ``(label, "")``) is ``not comparable`` with the reason as its cause, whether or not the
+    getter found a value (a stand-in's ratio is not computed at all). The cause of the
     others is :func:`anchor_cause`, shown unless they agree. An anchor whose ``applies`` says
     no is left out.
     """
@@ -256,9 +257,9 @@ def anchor_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.DataFr
         else:
             verdict = judge(rule, paper, ours, (math.nan, math.nan),
                             anchor_cause(spec, anchor, ok_records))
-            reason = spec.not_comparable_reason("*", anchor.label, "", ok_records)
-            if reason:
-                verdict = Verdict(NOT_COMPARABLE, reason)
+        reason = spec.not_comparable_reason("*", anchor.label, "", ok_records)
+        if reason:
+            verdict = Verdict(NOT_COMPARABLE, reason)
         lines.append({"label": anchor.label, "paper": anchor.paper, "ours": ours,
                       "verdict": verdict.verdict, "cause": verdict.cause})
     return pd.DataFrame(lines, columns=list(ANCHOR_COLUMNS))
