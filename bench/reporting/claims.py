@@ -66,12 +66,18 @@ def claim(statistic: Statistic) -> Callable[[list[dict[str, Any]]], float]:
     """Anchor getter: ``statistic`` of the mean-over-seeds cell values of the ok records."""
 
     def get(records: list[dict[str, Any]]) -> float:
-        summaries = summarise_cells(records)
-        if not summaries:
-            raise LookupError("no ok cells")
-        return statistic({key: s.mean for key, s in summaries.items()})
+        return statistic(cell_means(records))
 
     return get
+
+
+def cell_means(records: list[dict[str, Any]]) -> Means:
+    """``{(row, column): mean over seeds}`` of the ok records' cells (LookupError when there
+    are none)."""
+    summaries = summarise_cells(records)
+    if not summaries:
+        raise LookupError("no ok cells")
+    return {key: s.mean for key, s in summaries.items()}
 
 
 def fraction(outcomes: Iterable[bool]) -> float:

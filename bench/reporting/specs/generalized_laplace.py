@@ -23,6 +23,7 @@ from bench.reporting.claims import (
     Means,
     Statistic,
     Summary,
+    cell_means,
     claim,
     fraction,
     mean_of,
@@ -334,13 +335,6 @@ def levelling_temperature(means: Means, row: str, data_set: str, metric: str,
     return None
 
 
-def _means(records: list[dict[str, Any]]) -> Means:
-    summaries = summarise_cells(records)
-    if not summaries:
-        raise LookupError("no ok cells")
-    return {key: s.mean for key, s in summaries.items()}
-
-
 def prior_dominated_share(records: list[dict[str, Any]], row: str, temperature: float
                           ) -> float:
     """Mean over the records of ``row`` of the share of the posterior's eigen-directions
@@ -378,7 +372,7 @@ def levelling_cause(row: str, data_set: str, metric: str, from_t: float,
     paper-like accumulation, delta = 1) measure for the same statistic."""
 
     def cause(records: list[dict[str, Any]]) -> str:
-        means = _means(records)
+        means = cell_means(records)
         ours = remaining_change(row, data_set, metric, from_t)(means)
         parts = [f"{row} leaves {ours:.2f} of its change above T = {from_t:g} (total change "
                  f"over the grid {_total_change(means, row, data_set, metric):.3g}) and "
@@ -455,7 +449,7 @@ def largest_t_accuracy_cause(row: str, data_set: str, main_row: str | None = Non
     row, the main row's value on the same networks, curvature and draws."""
 
     def cause(records: list[dict[str, Any]]) -> str:
-        means = _means(records)
+        means = cell_means(records)
         ours = value_at_largest_t(row, data_set, "accuracy")(means)
         t_max = _curve(means, row, data_set, "accuracy")[-1][0]
         parts = [f"{row} reaches {ours:.3f} at T = {t_max:g}"]
@@ -491,7 +485,7 @@ def structure_norm(row: str, column: str):
     records of that structure, exact accumulation, main prior precision, only)."""
 
     def get(records: list[dict[str, Any]]) -> float:
-        value = _means(records).get((row, column))
+        value = cell_means(records).get((row, column))
         if value is None:
             raise LookupError(f"no {column} of {row}")
         return value
@@ -532,7 +526,7 @@ def _updates(records: list[dict[str, Any]]) -> int:
 def exact_norm_cause(records: list[dict[str, Any]]) -> str:
     """Cause of the correctly scaled K-FAC norm anchor: the same curvature's paper-like
     norm (the hypothesis row) and how far the accumulation moves it."""
-    means = _means(records)
+    means = cell_means(records)
     exact = structure_norm("KFAC", EXACT_NORM)(records)
     library = structure_norm("KFAC", PAPER_LIKE_NORM)(records)
     gap, remaining = math.log10(exact / PAPER_KFAC_NORM), math.log10(library / PAPER_KFAC_NORM)
@@ -572,7 +566,7 @@ def norm_comparison_cause(column: str, label: str):
     accumulated as the DLR library does say (the hypothesis row)."""
 
     def cause(records: list[dict[str, Any]]) -> str:
-        means = _means(records)
+        means = cell_means(records)
         text = (f"{label} last-layer norms from each structure's own records: "
                 f"{_norms_text(means, column)}")
         if column == PAPER_LIKE_NORM:

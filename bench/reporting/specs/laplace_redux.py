@@ -19,9 +19,9 @@ from bench.reporting.claims import (
     ClaimRule,
     Means,
     Statistic,
+    cell_means,
     claim,
     fraction,
-    summarise_cells,
 )
 from bench.reporting.figures.dataset_shift import METHOD_ORDER, shift_curve, shift_curves
 from bench.reporting.spec import Anchor, ArtifactSpec, DataNeed
@@ -114,7 +114,7 @@ def swag_against_map(metric: str):
     (SWAG starts from our MAP network, so a MAP gap carries over)."""
 
     def cause(records: list[dict[str, Any]]) -> str:
-        means = {key: s.mean for key, s in summarise_cells(records).items()}
+        means = cell_means(records)
         column = f"{metric}_fmnist"
         if ("SWAG", column) not in means or ("MAP", column) not in means:
             raise LookupError(f"no SWAG or MAP {column} cell")
@@ -135,7 +135,7 @@ def rows_where_fmnist_is_not_easiest(swag: bool):
     not the easiest OOD set, with both means from the records."""
 
     def cause(records: list[dict[str, Any]]) -> str:
-        means = {key: s.mean for key, s in summarise_cells(records).items()}
+        means = cell_means(records)
         failing = []
         for row in sorted({row for row, column in means if column == "conf_fmnist"}):
             if (row == "SWAG") != swag:

@@ -15,7 +15,7 @@ import glob
 from typing import Any
 
 from bench.harness.overrides import group_options
-from bench.reporting.claims import ClaimRule, Means, Statistic, claim, summarise_cells
+from bench.reporting.claims import ClaimRule, Means, Statistic, cell_means, claim
 from bench.reporting.spec import Anchor, ArtifactSpec
 from bench.reporting.specs.laplace_redux import MEAN_RULES
 from bench.reporting.targets import paper_values
@@ -57,7 +57,7 @@ def recipe_outcome(recipe: str):
     records (a recipe that does not train shows chance accuracy)."""
 
     def cause(records: list[dict[str, Any]]) -> str:
-        means = {key: s.mean for key, s in summarise_cells(records).items()}
+        means = cell_means(records)
         row = row_name(recipe, "MAP")
         if (row, "acc_mnist") not in means:
             raise LookupError(f"no {row} cells")
