@@ -4,6 +4,9 @@
 one its report spec reads: ``ssla/figure-2`` is drawn from ``ssla/table-2``'s records), reads
 the experiment's ``sweep`` and per-scale ``seeds``, launches one Hydra multirun over them
 (finished jobs are skipped), and renders the report of every artifact drawn from those records.
+The experiment's side runs (configs whose ``name`` is the experiment's, e.g.
+``laplace_redux/table-2-budget`` for ``laplace_redux/table-2``: records its report quotes as
+measured causes) run after its own jobs unless ``--no-side-runs``.
 ``--workers N`` (default: the cores available) splits each multirun by seed and runs up to N of
 those per-seed multiruns at once, each with ``cores / N`` torch threads; the jobs of one seed
 stay in order (a MAP network before the methods that reuse it) and records, identical to a
@@ -35,7 +38,12 @@ from bench.harness.overrides import (
     group_options,
     require_writable_results_dir,
 )
-from bench.reporting.registry import implemented_artifacts, specs_reading
+from bench.reporting.registry import (
+    implemented_artifacts,
+    results_experiment,
+    side_run_configs,
+    specs_reading,
+)
 from bench.reporting.specs import SPECS
 
 SCALES = ("smoke", "cpu", "paper")
@@ -218,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--launcher", default=None, help="hydra/launcher option, e.g. slurm")
     parser.add_argument("--no-report", action="store_true", help="only run the jobs")
     parser.add_argument("--dry-run", action="store_true", help="print the command, run nothing")
+    parser.add_argument("--no-side-runs", action="store_true",
+                        help="skip the experiment's side-run configs")
     parser.add_argument("--workers", type=int, default=None,
                         help="per-seed multiruns run at once (default: the cores available; "
                              "1 runs everything in one process)")
@@ -231,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
         check_overrides([f"experiment={experiment}", *extra])
         require_writable_results_dir(extra)
         multiruns = sweep_overrides(experiment, args.scale, extra)
+        if not args.no_side_runs:
+            for side in side_run_configs(experiment):
+                multiruns += sweep_overrides(side, args.scale, extra)
         workers = available_cores() if args.workers is None else args.workers
         if workers < 1:
             raise ConfigError(f"--workers must be a positive integer, got {workers}")
@@ -253,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs_failed = status == 1
     if args.no_report or args.launcher:
         return int(jobs_failed)
-    artifacts = [spec.key for spec in specs_reading(experiment)]
+    artifacts = [spec.key for spec in specs_reading(results_experiment(experiment))]
     if not artifacts:
         print(f"note: no report spec reads {experiment}; records only", file=sys.stderr)
         return int(jobs_failed)

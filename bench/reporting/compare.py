@@ -11,7 +11,7 @@ import pandas as pd
 from bench.reporting.aggregate import aggregate_cells, cells_frame, unattributed_failures
 from bench.reporting.catalog import make_target
 from bench.reporting.intervals import Range, cell_ranges, clip_interval, range_text
-from bench.reporting.spec import Anchor, ArtifactSpec
+from bench.reporting.spec import UNREADABLE_RECORDS, Anchor, ArtifactSpec
 from bench.reporting.targets import PaperValue, paper_values
 from bench.reporting.verdicts import (
     AGREES,
@@ -94,7 +94,7 @@ def _cell_line(spec: ArtifactSpec, protocol: str, key: tuple[str, str],
                ok_records: list[dict[str, Any]] = ()) -> dict[str, Any]:
     row, column = key
     rule = spec.rule_for(protocol, row, column)
-    cause = spec.cause_for(protocol, row, column)
+    cause = spec.cause_for(protocol, row, column, ok_records)
     nan = math.nan
     stats = summary or {"ours_paper_seed": nan, "mean": nan, "sd": nan, "ci_low": nan,
                         "ci_high": nan,
@@ -184,7 +184,11 @@ def comparison_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.Da
         if not spec.is_ignored(*key)
     }
     if spec.paper_rows:
-        targets = targets_of_mapped_rows(spec, targets, [row for _, row, _ in summaries])
+        # The paper's own rows (mapped to themselves) keep their cells without records too,
+        # so their gaps show; a variant row appears once it has records.
+        own_rows = [row for row in spec.row_order if spec.paper_row(row) == row]
+        targets = targets_of_mapped_rows(spec, targets,
+                                         [*own_rows, *(row for _, row, _ in summaries)])
     keys_of = {}
     for protocol in ordered_protocols(records):
         produced = [(row, col) for (p, row, col) in summaries if p == protocol]
@@ -228,7 +232,7 @@ def anchor_cause(spec: ArtifactSpec, anchor: Anchor, ok_records: list[dict[str, 
         return fallback
     try:
         return anchor.cause(ok_records) or fallback
-    except (LookupError, ValueError, ArithmeticError, TypeError):
+    except UNREADABLE_RECORDS:
         return fallback
 
 

@@ -3,7 +3,9 @@
 An artifact ``<paper>/<artifact>`` is implemented when it has a report spec (any module in
 ``bench/reporting/specs/``) and the experiment config its records come from exists
 (``conf/experiment/<spec.experiment>.yaml``; usually ``<paper>/<artifact>``, but a figure
-drawn from a table's records names that table's experiment). The make targets, the report
+drawn from a table's records names that table's experiment). An experiment config may also
+hold side runs of another experiment: its ``name`` is that experiment's, so its records join
+that results folder and that experiment's spec reads them. The make targets, the report
 index and ``python -m bench.cli.artifacts`` all read this module.
 """
 
@@ -11,7 +13,9 @@ from __future__ import annotations
 
 import re
 
-from bench.harness.overrides import group_options
+import yaml
+
+from bench.harness.overrides import CONF_DIR, group_options
 from bench.reporting.spec import ArtifactSpec
 from bench.reporting.specs import SPECS
 
@@ -24,6 +28,22 @@ def natural_key(key: str) -> list:
 def experiment_configs() -> list[str]:
     """Every experiment config, as ``<paper>/<artifact>`` (``conf/experiment/**.yaml``)."""
     return sorted(group_options().get("experiment", []), key=natural_key)
+
+
+def results_experiment(experiment: str) -> str:
+    """The experiment whose results folder ``experiment``'s records go to: the ``name`` its
+    config sets (a side-run config names the experiment it adds records to), else its own."""
+    path = CONF_DIR / "experiment" / f"{experiment}.yaml"
+    config = yaml.safe_load(path.read_text()) if path.exists() else None
+    name = (config or {}).get("name")
+    return str(name) if name else experiment
+
+
+def side_run_configs(experiment: str) -> list[str]:
+    """The other experiment configs whose records join ``experiment``'s folder (side runs that
+    its report quotes), in natural order."""
+    return [name for name in experiment_configs()
+            if name != experiment and results_experiment(name) == experiment]
 
 
 def implemented_artifacts() -> dict[str, ArtifactSpec]:
@@ -47,7 +67,7 @@ def registry_problems() -> list[str]:
     configs = experiment_configs()
     read = {spec.experiment for spec in SPECS.values()}
     problems = [f"conf/experiment/{name}.yaml has no report spec in bench/reporting/specs/"
-                for name in configs if name not in read]
+                for name in configs if results_experiment(name) not in read]
     problems += [f"report spec {key} reads experiment {spec.experiment!r}, which has no "
                  f"conf/experiment/{spec.experiment}.yaml"
                  for key, spec in SPECS.items() if spec.experiment not in configs]

@@ -29,6 +29,11 @@ FailedCells = Callable[[dict[str, Any]], list[tuple[str, str]]]
 # Why cells cannot be judged: a fixed text, or a function of the ok records giving the text
 # ("" when these records are comparable after all).
 NotComparableReason = str | Callable[[list[dict[str, Any]]], str]
+# A cell's cause: a fixed text, or a function of the ok records giving a text that quotes
+# them (LookupError when they do not hold what it quotes: the next matching pattern's cause).
+Cause = str | Callable[[list[dict[str, Any]]], str]
+# What a cause function may raise when the records lack what it quotes.
+UNREADABLE_RECORDS = (LookupError, ValueError, ArithmeticError, TypeError)
 
 
 @dataclass(frozen=True)
@@ -92,7 +97,9 @@ class ArtifactSpec:
         rules: per-cell overrides of ``rule``, keyed by cell pattern (``("*", "kl")`` for a
             column).
         causes: one-line causes keyed by cell pattern, shown next to any verdict that is not
-            ``agrees``.
+            ``agrees``: a text, or a function of the ok records (of the cell's protocol)
+            returning one that quotes them (a side run's numbers); when the function cannot
+            read them, the next matching pattern's cause is used.
         not_comparable: cells (and anchors, by ``(label, "")``) whose value cannot be judged
             against the paper's, keyed by cell pattern: the value is the reason, shown as the
             cause of the verdict ``not comparable``, or a function of the ok records (of the
@@ -136,7 +143,7 @@ class ArtifactSpec:
     column_order: tuple[str, ...] = ()
     rule: VerdictRule = field(default_factory=PrintedDigits)
     rules: Mapping[CellPattern, VerdictRule] = field(default_factory=dict)
-    causes: Mapping[CellPattern, str] = field(default_factory=dict)
+    causes: Mapping[CellPattern, Cause] = field(default_factory=dict)
     not_comparable: Mapping[CellPattern, NotComparableReason] = field(default_factory=dict)
     extra_cells: bool = True
     figure: FigureFunction | None = None
@@ -166,9 +173,25 @@ class ArtifactSpec:
         """The verdict rule of one cell."""
         return most_specific(self.rules, protocol, row, column, default=self.rule)
 
-    def cause_for(self, protocol: str, row: str, column: str) -> str:
-        """The spec's cause for one cell ("" if none matches)."""
-        return most_specific(self.causes, protocol, row, column, default="")
+    def cause_for(self, protocol: str, row: str, column: str,
+                  ok_records: Iterable[dict[str, Any]] = ()) -> str:
+        """The spec's cause for one cell ("" if none matches): the most specific matching
+        pattern's text, or its function's text on ``ok_records``; a function that cannot read
+        them (or returns "") gives way to the next matching pattern."""
+        matching = [p for p in self.causes if _matches(p, protocol, row, column)]
+        matching.sort(key=_specificity, reverse=True)
+        records = list(ok_records)
+        for pattern in matching:
+            cause = self.causes[pattern]
+            if isinstance(cause, str):
+                return cause
+            try:
+                text = cause(records)
+            except UNREADABLE_RECORDS:
+                continue
+            if text:
+                return text
+        return ""
 
     def not_comparable_reason(self, protocol: str, row: str, column: str,
                               ok_records: list[dict[str, Any]]) -> str:

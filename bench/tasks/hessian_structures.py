@@ -7,8 +7,9 @@ the shared step of :mod:`bench.tasks.classification_methods` (fit and per-set pr
 timed); its predictive is scored on the in-distribution test part (Fashion-MNIST: the 8k of
 the 2k/8k split) and each OOD test set present.
 
-Cells, row = the method node's name (``LA/DIAG``, ``LA/KFAC``, ``LA/FULL``), fractions and
-nats as the paper prints them:
+Cells, row = the method node's name (``LA/DIAG``, ``LA/KFAC``, ``LA/FULL``) followed by the
+experiment's ``row_suffix`` when it sets one (a side run's rows, e.g. ``LA/DIAG (100 epochs,
+5k refits)``), fractions and nats as the paper prints them:
 
 * ``test_loglik``: mean log predictive probability of the test labels (= -NLL);
 * ``test_acc``: accuracy on the test part;
@@ -59,15 +60,17 @@ def run(cfg: DictConfig) -> TaskResult:
     job.result.fitted["ood_needs_data"] = data.missing_ood()
     job.result.fitted["ood_sets"] = list(ood_sets)
     job.result.fitted["set_sizes"] = {name: len(x) for name, x in sets.items()}
+    suffix = str(cfg.get("row_suffix") or "")
     for variant in predict_variants(cfg, job, sets):
         ood = {name: variant.predictives[name] for name in ood_sets}
         scores = classification_metrics(
             variant.predictives[data.images], job.splits.y_test, ood,
             n_bins=int(cfg.metrics.n_bins), calibration=str(cfg.metrics.calibration),
             ood_score=str(cfg.metrics.ood_score))
-        structure_cells(job.result, variant.row, scores, ood_sets, variant.predict_seconds)
-        job.result.timings.update({f"{variant.row}/predict_s/{name}": s
+        row = variant.row + suffix
+        structure_cells(job.result, row, scores, ood_sets, variant.predict_seconds)
+        job.result.timings.update({f"{row}/predict_s/{name}": s
                                    for name, s in variant.predict_seconds.items()})
-        job.result.metrics.update({f"{variant.row}/{key}": value for key, value in scores.items()
+        job.result.metrics.update({f"{row}/{key}": value for key, value in scores.items()
                                    if key in ("nll", "brier", "ece", "confidence")})
     return job.result

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
 from bench.cli.reproduce import main as reproduce
 from bench.datasets.training_set import TrainingSet
@@ -129,6 +130,35 @@ def test_the_report_prints_the_paper_beside_ours_and_the_time_ratios(results, tm
     assert set(seconds["verdict"]) == {"not comparable"}
     text = next(p for p in written if p.suffix == ".md").read_text()
     assert "prediction time KFAC / DIAG" in text and "last-layer stand-in" in text
+
+
+def test_the_budget_side_runs_change_one_factor_of_the_cpu_budget_each():
+    base = apply_scale_overrides(compose_config(
+        ["experiment=laplace_redux/table-2", "scale=cpu", "method=online_marglik_diag"]), [])
+    for budget, changed in (("e100_r5k", {"epochs": 100}), ("e50_r20k", {"refit_size": 20000})):
+        side = apply_scale_overrides(compose_config(
+            ["experiment=laplace_redux/table-2-budget", "scale=cpu", f"marglik_budget={budget}",
+             "method=online_marglik_diag"]), [])
+        method = OmegaConf.to_container(side.method, resolve=True)
+        assert method == {**OmegaConf.to_container(base.method, resolve=True), **changed}
+        assert side.name == base.name and side.seed == base.seed
+        assert OmegaConf.to_container(side.dataset, resolve=True) == \
+            OmegaConf.to_container(base.dataset, resolve=True)
+
+
+def test_the_budget_side_runs_join_table_2s_records_with_their_own_rows(data_dir, tmp_path):
+    assert reproduce(["laplace_redux/table-2-budget", "--scale", "smoke", "--no-report",
+                      f"results_dir={tmp_path}"]) == 0
+    records = list(iter_records(tmp_path, "laplace_redux/table-2", "smoke"))
+    rows = {c["row"] for r in records for c in r["cells"]}
+    assert rows == {"LA/DIAG (100 epochs, 5k refits)", "LA/DIAG (50 epochs, 20k refits)"}
+    assert {r["status"] for r in records} == {"ok"}
+    frame = pd.read_csv(next(p for p in render_report(SPECS["laplace_redux/table-2"], records,
+                                                      tmp_path / "reports")
+                             if p.suffix == ".csv"))
+    side = frame[(frame["row"] == "LA/DIAG (100 epochs, 5k refits)")
+                 & (frame["column"] == "test_acc")].iloc[0]
+    assert side["paper"] == 0.894
 
 
 def run_job(*overrides: str) -> subprocess.CompletedProcess:

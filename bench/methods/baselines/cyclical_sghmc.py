@@ -25,7 +25,9 @@ seed; the code's CIFAR runs set WRN dropout to 0 (``network_options: {dropout: 0
 
 Code vs this class: the code's step-size counter assumes 128-row batches while its (F)MNIST
 loader gives 512, so its step size drops once per epoch (notes §10.13); here it decays per
-step over the cycle's real steps (the same cycle length, a smooth cosine). Samples are stored
+step over the cycle's real steps (the same cycle length, a smooth cosine).
+``step_counter="code"`` takes the code's counter instead (:func:`code_step_size`), for the
+side run that measures the difference. Samples are stored
 by :func:`bench.training.state_store.stored_state` (kind ``csghmc``) with a checkpoint after
 every epoch (theta, momenta, step count, generator states, samples so far).
 """
@@ -43,7 +45,7 @@ from torch import Tensor
 from torch.func import functional_call
 
 from bench.datasets.training_set import TrainingSet
-from bench.harness.errors import ConfigError
+from bench.harness.errors import ConfigError, require_choice
 from bench.harness.rng import (
     global_rng_state,
     make_generator,
@@ -72,6 +74,23 @@ def cyclical_step_size(step: int, steps_per_cycle: int, lr: float) -> float:
     return 0.5 * lr * (1 + math.cos(math.pi * (step % steps_per_cycle) / steps_per_cycle))
 
 
+def code_step_size(step: int, *, steps_per_epoch: int, n_data: int, epochs: int, cycles: int,
+                   lr: float, assumed_batch: int = 128) -> float:
+    """The step size of the authors' CSGHMC trainer at ``step`` (its ``adjust_lr``): it
+    counts ``epoch * (n_data / assumed_batch + 1) + batch`` (true division, as in Python 3)
+    over a cycle of ``(epochs * (n_data / assumed_batch + 1)) // cycles``; with batches larger
+    than ``assumed_batch`` the counter covers only part of each nominal epoch, then jumps at
+    the next epoch (notes §10.13)."""
+    nominal = n_data / assumed_batch + 1
+    period = (epochs * nominal) // cycles
+    epoch, batch = divmod(step, steps_per_epoch)
+    counter = epoch * nominal + batch
+    return 0.5 * lr * (math.cos(math.pi * (counter % period) / period) + 1)
+
+
+STEP_COUNTERS = ("steps", "code")
+
+
 def sghmc_update(theta: Tensor, momentum: Tensor, grad: Tensor, *, lr: float, friction: float,
                  weight_decay: float, noise: Tensor | None = None, n_data: int = 1) -> None:
     """One SGHMC step in place: ``b <- (1 - friction) b - lr (grad + weight_decay theta)``,
@@ -94,12 +113,15 @@ class CyclicalSGHMCSampler(torch.optim.Optimizer):
 
     def __init__(self, parameters, *, lr: float, friction: float, weight_decay: float,
                  n_data: int, steps_per_epoch: int, epochs_per_cycle: int,
-                 sampling_epochs: int, generator: torch.Generator) -> None:
+                 sampling_epochs: int, generator: torch.Generator,
+                 step_size: Callable[[int], float] | None = None) -> None:
         super().__init__(list(parameters), {"lr": lr, "step": 0})
         self.initial_lr, self.friction, self.weight_decay = lr, friction, weight_decay
         self.n_data, self.steps_per_epoch = n_data, steps_per_epoch
         self.epochs_per_cycle, self.sampling_epochs = epochs_per_cycle, sampling_epochs
         self.generator = generator
+        self.step_size = step_size or (lambda step: cyclical_step_size(
+            step, steps_per_epoch * epochs_per_cycle, lr))
 
     def sampling(self, step: int) -> bool:
         """Whether ``step`` lies in a sampling epoch (the last ones of its cycle)."""
@@ -111,8 +133,7 @@ class CyclicalSGHMCSampler(torch.optim.Optimizer):
         """One update of every parameter with a gradient."""
         for group in self.param_groups:
             step = group["step"]
-            lr = cyclical_step_size(step, self.steps_per_epoch * self.epochs_per_cycle,
-                                    self.initial_lr)
+            lr = self.step_size(step)
             noisy = self.sampling(step)
             for theta in group["params"]:
                 if theta.grad is None:
@@ -144,6 +165,9 @@ class CyclicalSGHMC:
     weight_decay: float = 5e-4
     batch_size: int = 512
     predict_batch_size: int = 1024
+    # "steps": a smooth cosine over the cycle's real steps; "code": the authors' counter,
+    # which assumes 128-row batches (code_step_size).
+    step_counter: str = "steps"
     device: str = "cpu"
     fits_on_base: ClassVar[bool] = False
 
@@ -158,13 +182,17 @@ class CyclicalSGHMC:
         require_real("lr", self.lr, above=0)
         require_real("friction", self.friction, above=0, at_most=1)
         require_real("weight_decay", self.weight_decay, at_least=0)
+        require_choice("method.step_counter", self.step_counter, STEP_COUNTERS)
 
     def recipe(self, data: TrainingSet) -> dict:
         """Everything that decides the samples except the seed."""
         keys = ("network_model", "network_options", "num_classes", "cycles",
                 "epochs_per_cycle", "sampling_epochs", "lr", "friction", "weight_decay",
                 "batch_size")
-        return {"method": "csghmc", **{k: getattr(self, k) for k in keys},
+        # The step counter appears only when it is not the default, so earlier recipes keep
+        # their hashes.
+        counter = {} if self.step_counter == "steps" else {"step_counter": self.step_counter}
+        return {"method": "csghmc", **{k: getattr(self, k) for k in keys}, **counter,
                 "data": data.identity()}
 
     def fit(self, data: TrainingSet, seed: int, base: Any = None) -> dict:
@@ -181,6 +209,16 @@ class CyclicalSGHMC:
         return {"samples": self.n_samples, "epochs": len(stored.history),
                 "objective": last.get("objective"), "state_reused": stored.reused,
                 "state_hash": stored.recipe_hash}
+
+    def _step_size(self, n_data: int, steps_per_epoch: int) -> Callable[[int], float] | None:
+        """The code's step size per step when ``step_counter`` is "code", else None (the
+        sampler's smooth cosine)."""
+        if self.step_counter == "steps":
+            return None
+        epochs = self.cycles * self.epochs_per_cycle
+        return lambda step: code_step_size(step, steps_per_epoch=steps_per_epoch,
+                                           n_data=n_data, epochs=epochs, cycles=self.cycles,
+                                           lr=self.lr)
 
     @property
     def n_samples(self) -> int:
@@ -202,7 +240,7 @@ class CyclicalSGHMC:
             network.parameters(), lr=self.lr, friction=self.friction,
             weight_decay=self.weight_decay, n_data=n, steps_per_epoch=steps_per_epoch,
             epochs_per_cycle=self.epochs_per_cycle, sampling_epochs=self.sampling_epochs,
-            generator=noise)
+            generator=noise, step_size=self._step_size(n, steps_per_epoch))
         saved = checkpoints.load()
         history: list[dict] = [] if saved is None else list(saved["history"])
         samples: list[dict] = [] if saved is None else list(saved["samples"])

@@ -57,3 +57,15 @@ def test_non_positive_workers_is_a_config_error(capsys):
     assert reproduce.main(["ssla/table-1", "--scale", "cpu", "--dry-run", "--workers", "0"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--workers" in err[0]
+
+
+def test_an_experiments_side_runs_follow_its_own_jobs_unless_left_out(capsys):
+    assert reproduce.main(["laplace_redux/table-3", "--scale", "cpu", "--dry-run",
+                           "--workers", "1"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split()[3] for line in lines] == ["experiment=laplace_redux/table-3",
+                                                   "experiment=laplace_redux/table-3-side-runs"]
+    assert lines[1].endswith("seed=6 method=bayes_by_backprop_kl_sum,cyclical_sghmc_code_counter")
+    assert reproduce.main(["laplace_redux/table-3", "--scale", "cpu", "--dry-run",
+                           "--workers", "1", "--no-side-runs"]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 1

@@ -14,6 +14,7 @@ from bench.harness.errors import ConfigError
 from bench.methods.baselines.cyclical_sghmc import (
     CyclicalSGHMC,
     CyclicalSGHMCSampler,
+    code_step_size,
     cyclical_step_size,
     sghmc_update,
 )
@@ -93,6 +94,42 @@ def test_step_size_is_a_cosine_from_lr_restarting_each_cycle():
     assert cyclical_step_size(10, 10, 0.1) == 0.1
 
 
+def code_lr(step: int) -> float:
+    """The authors' step size on MNIST (60,000 images, their loader's 118 batches of 512,
+    4 cycles of 50 epochs, lr 0.1)."""
+    return code_step_size(step, steps_per_epoch=118, n_data=60000, epochs=200, cycles=4,
+                          lr=0.1)
+
+
+def test_the_codes_counter_covers_a_quarter_epoch_per_epoch_then_jumps():
+    # The counter assumes 60000 / 128 + 1 = 469.75 batches per epoch and a cycle of
+    # 200 * 469.75 // 4 = 23487 counts: epoch e, batch b sits at (469.75 e + b) / 23487 of it.
+    def at(epochs: float) -> float:
+        return 0.05 * (1 + math.cos(math.pi * 469.75 * epochs / 23487))
+
+    assert code_lr(0) == 0.1
+    assert code_lr(117) == pytest.approx(at(117 / 469.75))  # a quarter epoch into the cycle
+    assert code_lr(118) == pytest.approx(at(1.0))  # the next epoch: a jump
+    last = 49 * 118 + 117  # the cycle's last step: 49.25 nominal epochs in
+    assert code_lr(last) == pytest.approx(at(49 + 117 / 469.75))
+    assert code_lr(last) > 3 * cyclical_step_size(last, 50 * 118, 0.1)
+    assert code_lr(50 * 118) == pytest.approx(0.05 * (1 + math.cos(math.pi * 0.5 / 23487)))
+
+
+def test_the_codes_counter_drives_the_sampler_when_asked(tmp_path):
+    smooth, code = tiny_method(), tiny_method(step_counter="code")
+    assert "step_counter" not in smooth.recipe(tiny_data(tmp_path))
+    assert code.recipe(tiny_data(tmp_path))["step_counter"] == "code"
+    step_size = code._step_size(n_data=20, steps_per_epoch=3)
+    assert [step_size(step) for step in (0, 3, 9)] == [
+        code_step_size(step, steps_per_epoch=3, n_data=20, epochs=6, cycles=2, lr=0.1)
+        for step in (0, 3, 9)]
+    assert smooth._step_size(20, 3) is None
+    code.fit(tiny_data(tmp_path), seed=1)
+    smooth.fit(tiny_data(tmp_path), seed=1)
+    assert not torch.equal(code.stored_tensors()["1.weight"], smooth.stored_tensors()["1.weight"])
+
+
 def test_keeps_the_last_epochs_of_each_cycle_and_predicts_their_softmax_mean(tmp_path):
     method = tiny_method()
     diagnostics = method.fit(tiny_data(tmp_path), seed=0)
@@ -163,7 +200,7 @@ def test_batch_norm_samples_carry_their_running_statistics(tmp_path):
 
 @pytest.mark.parametrize(("key", "value"), [
     ("cycles", 0), ("sampling_epochs", 4), ("lr", -0.1), ("friction", 1.5),
-    ("weight_decay", -1.0), ("network_model", "vgg")])
+    ("weight_decay", -1.0), ("network_model", "vgg"), ("step_counter", "epochs")])
 def test_a_bad_value_names_its_method_key(key, value):
     with pytest.raises(ConfigError, match=f"method.{key}"):
         tiny_method(**{key: value})

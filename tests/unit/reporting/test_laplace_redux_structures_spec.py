@@ -1,6 +1,7 @@
 """Laplace Redux Table 2 report spec: the prediction-time ratios by hand (within a seed, the
-last-layer FULL stand-in left out), the paper's twelve cells, the anchors' paper values, and
-the cells that are not comparable (the stand-in's row, seconds on other hardware)."""
+last-layer FULL stand-in and the budget side runs left out), the paper's twelve cells, the
+anchors' paper values, the cells that are not comparable (the stand-in's row, seconds on other
+hardware), and the DIAG cells' cause quoting the budget side runs."""
 
 from __future__ import annotations
 
@@ -8,7 +9,14 @@ import pytest
 
 from bench.reporting.compare import anchor_table, comparison_table
 from bench.reporting.specs import SPECS
-from bench.reporting.specs.laplace_redux_structures import ANCHORS, time_ratio
+from bench.reporting.specs.laplace_redux_structures import (
+    ANCHORS,
+    BUDGETS,
+    SCALE_CAUSE,
+    STRUCTURE_ROWS,
+    budget_row,
+    time_ratio,
+)
 from bench.reporting.targets import paper_values
 
 TABLE_2 = SPECS["laplace_redux/table-2"]
@@ -40,7 +48,7 @@ def test_the_last_layer_stand_in_is_no_full_time_ratio():
 def test_the_spec_reads_the_papers_twelve_cells_and_its_time_ratios():
     values = paper_values("laplace_redux", TABLE_2.target_artifacts)
     cells = {key for key in values if key[0].startswith("LA/")}
-    assert cells == {(row, column) for row in TABLE_2.row_order
+    assert cells == {(row, column) for row in STRUCTURE_ROWS
                      for column in TABLE_2.column_order}
     full_over_diag = values[("LA/FULL", "pred_time")].value / values[("LA/DIAG",
                                                                        "pred_time")].value
@@ -92,3 +100,56 @@ def test_the_all_weights_full_row_is_judged_but_its_seconds_are_not():
         "hardware-specific: ours are cuda seconds on sets of 8,000 images")
     anchors = anchor_table(TABLE_2, records).set_index("label")
     assert anchors.loc[ANCHORS[0].label, "verdict"] == "differs"  # 1.0 against 2.13
+
+
+def side_run(label: str, values: dict[str, float], seed: int = 711) -> dict:
+    """A budget side run's record: Table 2's DIAG job with a row suffix."""
+    row = budget_row(label)
+    return {"method": "LA/DIAG", "seed": seed, "status": "ok", "protocol": "paper",
+            "scale": "cpu", "device": "cpu", "config": {"row_suffix": f" ({label})"},
+            "cells": [{"row": row, "column": column, "value": value}
+                      for column, value in values.items()],
+            "fitted": {"methods": {"LA/DIAG": {"laplace_class": "DiagLaplace"}},
+                       "set_sizes": {"fashion_mnist": 2000}}}
+
+
+def with_values(record: dict, **values: float) -> dict:
+    record["cells"] = [{**c, "value": values.get(c["column"], c["value"])}
+                       for c in record["cells"]]
+    return record
+
+
+def test_a_side_run_of_the_same_seed_leaves_the_time_ratio_alone():
+    records = [record("LA/DIAG", 1, 10.0), record("LA/KFAC", 1, 12.0, "KronLaplace"),
+               side_run("100 epochs, 5k refits", {"pred_time": 60.0}, seed=1)]
+    assert time_ratio("LA/KFAC")(records) == pytest.approx(1.2)
+
+
+def test_the_diag_cells_cause_quotes_the_side_runs_beside_the_seed_711_record():
+    labels = list(BUDGETS.values())
+    assert "100 epochs, 5k refits" in labels and "50 epochs, 20k refits" in labels
+    records = [with_values(structure_record("LA/DIAG", "DiagLaplace"), test_acc=0.873,
+                           test_loglik=-0.38),
+               {**with_values(structure_record("LA/DIAG", "DiagLaplace"), test_acc=0.875,
+                              test_loglik=-0.37), "seed": 712},
+               side_run("100 epochs, 5k refits", {"test_acc": 0.885, "test_loglik": -0.33,
+                                                  "pred_time": 60.0}),
+               side_run("50 epochs, 20k refits", {"test_acc": 0.871, "test_loglik": -0.39})]
+    table = comparison_table(TABLE_2, records).set_index(["row", "column"])
+    verdict, cause = table.loc[("LA/DIAG", "test_acc"), ["verdict", "cause"]]
+    assert verdict == "differs"
+    assert cause.startswith("side runs, seed 711 (sensitivity rows below): test_acc 0.873 at "
+                            "the cpu budget (50 epochs, 5k refits); 100 epochs, 5k refits "
+                            "0.885; 50 epochs, 20k refits 0.871.")
+    assert "-0.38 at the cpu budget" in table.loc[("LA/DIAG", "test_loglik"), "cause"]
+    side = table.loc[(budget_row("100 epochs, 5k refits"), "test_acc")]
+    assert side["paper"].startswith("0.894") and side["verdict"] == "close"
+    assert side["cause"].startswith("side run (laplace_redux/table-2-budget)")
+    assert table.loc[(budget_row("100 epochs, 5k refits"), "pred_time"),
+                     "verdict"] == "not comparable"
+
+
+def test_without_side_runs_the_diag_cells_keep_the_unmeasured_cause():
+    records = [with_values(structure_record("LA/DIAG", "DiagLaplace"), test_acc=0.873)]
+    table = comparison_table(TABLE_2, records).set_index(["row", "column"])
+    assert table.loc[("LA/DIAG", "test_acc"), "cause"] == SCALE_CAUSE

@@ -85,6 +85,27 @@ def test_every_matching_declaration_gives_its_reason_most_specific_first():
     assert spec.not_comparable_reason("paper", "N(0,1)", "ASSLA", []) == ""
 
 
+def quoted_value(records: list[dict]) -> str:
+    """A record-computed cause: quotes the N(0,0.1) SSLA value of the side run (method
+    "side_run"); LookupError when there is none."""
+    values = [c["value"] for r in records if r["method"] == "side_run" for c in r["cells"]]
+    if not values:
+        raise LookupError("no side run")
+    return f"side run gives {values[0]:.4f}"
+
+
+def test_a_cause_function_quotes_the_records_and_gives_way_when_it_cannot_read_them():
+    spec = dataclasses.replace(TABLE_7, causes={("*", "*"): CAUSE,
+                                                ("N(0,0.1)", "SSLA"): quoted_value})
+    side = record({("other", "SSLA"): -0.0261}, method="side_run")
+    judged = verdicts_of(comparison_table(spec, [record(VALUES), side]))
+    assert judged[("N(0,0.1)", "SSLA")] == ("differs", "side run gives -0.0261")
+    assert judged[("N(0,0.1)", "ASSLA")] == ("close", CAUSE)
+    judged = verdicts_of(comparison_table(spec, [record(VALUES)]))
+    assert judged[("N(0,0.1)", "SSLA")] == ("differs", CAUSE)
+    assert spec.cause_for("paper", "N(0,0.1)", "SSLA", [side]) == "side run gives -0.0261"
+
+
 def test_not_comparable_has_its_own_scoreboard_column_and_is_never_agrees_or_differs(tmp_path):
     spec = dataclasses.replace(TABLE_7, causes={("*", "*"): CAUSE},
                                not_comparable={("N(0,0.1)", "SSLA"): STAND_IN,

@@ -16,6 +16,8 @@ from bench.reporting.registry import (
     implemented_artifacts,
     natural_key,
     registry_problems,
+    results_experiment,
+    side_run_configs,
     specs_reading,
 )
 from bench.reporting.spec import ArtifactSpec
@@ -25,7 +27,17 @@ from bench.reporting.specs import SPECS
 def test_every_experiment_config_has_a_spec_and_every_spec_a_config():
     assert registry_problems() == []
     read = {spec.experiment for spec in SPECS.values()}
-    assert set(experiment_configs()) == read
+    assert {results_experiment(name) for name in experiment_configs()} == read
+
+
+def test_a_side_run_config_is_read_by_the_spec_of_the_records_it_joins():
+    assert results_experiment("laplace_redux/table-2-budget") == "laplace_redux/table-2"
+    assert results_experiment("laplace_redux/table-2") == "laplace_redux/table-2"
+    assert "laplace_redux/table-2-budget" in experiment_configs()
+    assert "laplace_redux/table-2-budget" not in implemented_artifacts()
+    assert side_run_configs("laplace_redux/table-2") == ["laplace_redux/table-2-budget"]
+    assert side_run_configs("laplace_redux/table-3") == ["laplace_redux/table-3-side-runs"]
+    assert side_run_configs("laplace_redux/table-2-budget") == []
 
 
 def test_every_spec_module_is_discovered_without_a_list():
