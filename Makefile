@@ -59,6 +59,29 @@ test: $(INSTALLED)  ## Fast test suite (excludes tests marked slow), on every co
 test-all: $(INSTALLED)  ## Every test, slow ones included
 	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
+# The cluster tier: a one-node Slurm on this machine (tools/local_slurm.sh, as root; it installs
+# the Debian packages it lacks), the tests marked `cluster` in tests/cluster/ through
+# hydra/launcher=slurm, then that Slurm stopped (one already running is used and left running).
+# Not root: the tests are skipped with the reason. LOCAL_SLURM_CPUS / LOCAL_SLURM_NICE size the
+# node for a shared machine (see the script).
+LOCAL_SLURM := tools/local_slurm.sh
+CLUSTER_PYTEST := $(PY) -m pytest -m cluster tests/cluster -q -n 0 -rA --durations=0
+.PHONY: test-cluster
+test-cluster: $(INSTALLED)  ## Cluster tier on a local one-node Slurm it starts and stops (root)
+	@if [ "$$(id -u)" != 0 ]; then $(CLUSTER_PYTEST); exit $$?; fi; \
+	export SLURM_CONF=$$($(LOCAL_SLURM) conf); \
+	if $(LOCAL_SLURM) running; then $(CLUSTER_PYTEST); exit $$?; fi; \
+	trap '$(LOCAL_SLURM) stop' EXIT INT TERM; \
+	$(LOCAL_SLURM) start || { $(LOCAL_SLURM) logs; exit 1; }; \
+	$(CLUSTER_PYTEST) || { status=$$?; $(LOCAL_SLURM) logs; exit $$status; }
+
+# The GPU tier: every implemented artifact (and side run) at smoke scale with device=cuda, its
+# records compared with a CPU run's (tests/gpu/); stops with one line on a machine without CUDA.
+.PHONY: test-gpu
+test-gpu: $(INSTALLED)  ## GPU tier: smoke runs on device=cuda compared with the CPU's (needs CUDA)
+	@$(PY) -c "import sys, torch; torch.cuda.is_available() or sys.exit('make test-gpu needs a CUDA device: torch.cuda.is_available() is False here')"
+	$(PY) -m pytest tests/gpu -m gpu -q -n $(TEST_WORKERS)
+
 lint: $(INSTALLED)  ## ruff
 	$(PY) -m ruff check bench tests
 

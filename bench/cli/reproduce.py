@@ -13,7 +13,14 @@ stay in order (a MAP network before the methods that reuse it) and records, iden
 one-process run's, are safe under concurrent writers.
 ``--launcher slurm`` submits the same multirun to Slurm through submitit instead (the reports
 are then rendered by a later ``python -m bench.report``). Rendering also rewrites the overview
-pages (reports/README.md scoreboard, FINDINGS.md, timing.md).
+pages (README.md scoreboard, FINDINGS.md, timing.md) of the reports folder.
+A sweep among the extra overrides (``seed=0,1``, ``task.n=100000,200000``) replaces the
+experiment's seeds or that key's sweep values.
+
+Reports go to ``reports/`` (``--out`` chooses another folder). A report there rendered at
+another scale is never replaced unless ``--replace-scale``: the reports of such a run go to
+``reports/<scale>/`` instead, and so do smoke-scale reports (CI checks, not results), so
+``make reproduce-<x> SCALE=smoke`` leaves the committed reports as they are.
 """
 
 from __future__ import annotations
@@ -23,7 +30,9 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -38,15 +47,20 @@ from bench.harness.overrides import (
     group_options,
     require_writable_results_dir,
 )
+from bench.reporting.files import report_paths
 from bench.reporting.registry import (
     implemented_artifacts,
     results_experiment,
     side_run_configs,
     specs_reading,
 )
+from bench.reporting.render import existing_report_scale
 from bench.reporting.specs import SPECS
 
 SCALES = ("smoke", "cpu", "paper")
+# The committed reports; smoke-scale reports go to a folder of their own inside it.
+REPORTS = Path("reports")
+SEPARATE_SCALES = ("smoke",)
 
 
 def _value_text(value) -> str:
@@ -75,6 +89,23 @@ def composable(overrides: list[str]) -> list[str]:
                                                                       strict=True)]
 
 
+def check_sweeps(overrides: list[str]) -> None:
+    """A one-line ConfigError naming a sweep among ``overrides`` whose values cannot be listed
+    here (``glob(...)`` needs Hydra's config loader)."""
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception as err:  # noqa: BLE001 - hydra raises its own OverrideParseException
+        raise ConfigError(f"cannot parse overrides: {str(err).splitlines()[0]}") from None
+    for item, text in zip(parsed, overrides, strict=True):
+        if not item.is_sweep_override():
+            continue
+        try:
+            next(iter(item.sweep_string_iterator()))
+        except Exception as err:  # noqa: BLE001 - hydra raises its own HydraException
+            raise ConfigError(f"{text} cannot be expanded ({str(err).splitlines()[0]}); give "
+                              "a sweep as key=a,b or key=range(a,b)") from None
+
+
 def sweep_overrides(experiment: str, scale: str, extra: list[str]) -> list[list[str]]:
     """Hydra multirun overrides covering the experiment's sweep and seeds at ``scale``.
 
@@ -89,7 +120,7 @@ def sweep_overrides(experiment: str, scale: str, extra: list[str]) -> list[list[
         cfg = compose("config", overrides=[f"experiment={experiment}", f"scale={scale}",
                                            *composable(extra)])
     GlobalHydra.instance().clear()
-    cfg = apply_scale_overrides(cfg, extra)
+    cfg = apply_scale_overrides(cfg, composable(extra))
     seeds = cfg.seeds[scale] if cfg.get("seeds") else cfg.scale.seeds
     overridden = {item.split("=", 1)[0] for item in extra}
     sweep = {key: list(values) for key, values in (cfg.get("sweep") or {}).items()
@@ -167,6 +198,47 @@ def _sweep_items(sweep: dict, seeds: list, overridden: set[str]) -> list[str]:
                     for key, values in sweep.items()]
 
 
+def narrowing_overrides(experiment: str, extra: list[str]) -> list[str]:
+    """The keys among ``extra`` that replace what ``experiment`` sweeps (its ``sweep`` keys and
+    the seeds): a command narrowed to other methods or seeds does not run its side runs."""
+    path = CONF_DIR / "experiment" / f"{experiment}.yaml"
+    config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    swept = {"seed", *(config.get("sweep") or {})}
+    keys = [item.split("=", 1)[0].lstrip("+~") for item in extra if "=" in item]
+    return [key for key in keys if key in swept]
+
+
+def report_folder(artifacts: list[str], scale: str, out: Path | None = None,
+                  replace_scale: bool = False) -> tuple[Path, str | None]:
+    """The folder the reports of ``artifacts`` rendered at ``scale`` go to, and a note for the
+    user when it is not ``reports/``.
+
+    ``out`` when given. Otherwise ``reports/``, unless the scale is smoke or a report of one
+    of ``artifacts`` there was rendered at another scale: then ``reports/<scale>/``, so those
+    reports stay as they are; ``replace_scale`` keeps ``reports/`` (and lets them be replaced).
+    """
+    if out is not None:
+        return Path(out), None
+    if replace_scale:
+        return REPORTS, None
+    elsewhere = REPORTS / scale
+    others = {}
+    for key in artifacts:
+        spec = SPECS[key]
+        found = existing_report_scale(report_paths(spec.paper, spec.artifact, REPORTS)["md"])
+        if found and found != scale:
+            others[key] = found
+    if others:
+        held = ", ".join(f"the {found}-scale report of {key}" for key, found in others.items())
+        return elsewhere, (f"{REPORTS} holds {held}; the {scale}-scale reports go to "
+                           f"{elsewhere} (pass --replace-scale to replace what {REPORTS} holds, "
+                           "or --out DIR)")
+    if scale in SEPARATE_SCALES:
+        return elsewhere, (f"{scale}-scale reports go to {elsewhere}, apart from the committed "
+                           f"reports (pass --out DIR to choose the folder)")
+    return REPORTS, None
+
+
 def available_cores() -> int:
     """Cores this process may run on (the affinity mask where the platform has one)."""
     if hasattr(os, "sched_getaffinity"):
@@ -225,6 +297,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", default="cpu", help="smoke | cpu | paper")
     parser.add_argument("--launcher", default=None, help="hydra/launcher option, e.g. slurm")
     parser.add_argument("--no-report", action="store_true", help="only run the jobs")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="reports folder (default: reports/, or reports/<scale>/ for smoke "
+                             "and where reports/ holds reports of another scale)")
+    parser.add_argument("--replace-scale", action="store_true",
+                        help="let the reports replace those rendered at another scale")
     parser.add_argument("--dry-run", action="store_true", help="print the command, run nothing")
     parser.add_argument("--no-side-runs", action="store_true",
                         help="skip the experiment's side-run configs")
@@ -238,11 +315,18 @@ def main(argv: list[str] | None = None) -> int:
         if args.launcher:
             extra.append(f"hydra/launcher={args.launcher}")
         experiment = artifact_experiment(args.artifact)
+        check_sweeps(extra)
         check_overrides([f"experiment={experiment}", *extra])
-        require_writable_results_dir(extra)
+        results_dir = require_writable_results_dir(extra)
         multiruns = sweep_overrides(experiment, args.scale, extra)
         if not args.no_side_runs:
             for side in side_run_configs(experiment):
+                narrowed = narrowing_overrides(side, extra)
+                if narrowed:
+                    print(f"note: side run {side} skipped: {', '.join(narrowed)} on the command "
+                          "line narrows what it runs (run it on its own to include it)",
+                          file=sys.stderr)
+                    continue
                 multiruns += sweep_overrides(side, args.scale, extra)
         workers = available_cores() if args.workers is None else args.workers
         if workers < 1:
@@ -270,7 +354,13 @@ def main(argv: list[str] | None = None) -> int:
     if not artifacts:
         print(f"note: no report spec reads {experiment}; records only", file=sys.stderr)
         return int(jobs_failed)
-    report = [sys.executable, "-m", "bench.report", *artifacts, "--scale", args.scale, "--index"]
+    out, note = report_folder(artifacts, args.scale, args.out, args.replace_scale)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
+    report = [sys.executable, "-m", "bench.report", *artifacts, "--scale", args.scale,
+              "--results-dir", str(results_dir), "--out", str(out), "--index"]
+    if args.replace_scale:
+        report.append("--replace-scale")
     status = subprocess.run(report).returncode
     if jobs_failed:
         print("error: some jobs failed (listed above)", file=sys.stderr)

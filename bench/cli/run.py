@@ -5,14 +5,25 @@ One job = one record (:func:`bench.harness.jobs.execute`); Hydra's ``-m`` runs a
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from bench.harness.errors import ConfigError
-from bench.harness.jobs import FAILED_JOBS, run_job
+from bench.harness.jobs import (
+    FAILED_JOBS,
+    FAILED_JOBS_DIR_ENV,
+    failed_job_markers,
+    run_job,
+)
 from bench.harness.overrides import (
     CONF_DIR,
     check_overrides,
@@ -39,21 +50,65 @@ def hydra_main(cfg: DictConfig) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Validate the command line, then hand it to Hydra."""
-    argv = drop_empty_results_dir(sys.argv[1:] if argv is None else argv)
+    """Validate the command line, then hand it to Hydra; Ctrl-C stops with one line, exit 130."""
+    try:
+        _validate_and_run(sys.argv[1:] if argv is None else argv)
+    except (KeyboardInterrupt, SystemExit) as stop:
+        if not interrupted(stop):
+            raise
+        print("interrupted; finished jobs keep their records: run the same command again to "
+              "skip them and run the rest", file=sys.stderr)
+        sys.exit(130)
+
+
+def _validate_and_run(argv: list[str]) -> None:
+    argv = drop_empty_results_dir(argv)
     overrides = [a for a in argv if "=" in a and not a.startswith("-")]
     try:
         check_overrides(overrides)
-        require_writable_results_dir(overrides)
+        results_dir = require_writable_results_dir(overrides)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
     sys.argv = [sys.argv[0], *argv]
-    hydra_main()
-    if FAILED_JOBS:
-        print(f"error: {len(FAILED_JOBS)} job(s) failed; their records hold the tracebacks: "
-              f"{', '.join(FAILED_JOBS)}", file=sys.stderr)
+    with failure_markers(Path(results_dir)) as markers:
+        hydra_main()
+        failed = sorted({*FAILED_JOBS, *failed_job_markers(markers)})
+    if failed:
+        print(f"error: {len(failed)} job(s) failed; their records hold the tracebacks: "
+              f"{', '.join(failed)}", file=sys.stderr)
         sys.exit(1)
+
+
+@contextmanager
+def failure_markers(results_dir: Path) -> Iterator[Path]:
+    """A fresh folder under ``results_dir`` (shared with the jobs, wherever a launcher runs
+    them) named in the environment the jobs inherit, where each failed job leaves a marker
+    (:func:`bench.harness.jobs.note_failed_job`); removed afterwards."""
+    parent = results_dir / ".hydra"
+    parent.mkdir(parents=True, exist_ok=True)
+    markers = Path(tempfile.mkdtemp(prefix="failed-jobs-", dir=parent))
+    before = os.environ.get(FAILED_JOBS_DIR_ENV)
+    os.environ[FAILED_JOBS_DIR_ENV] = str(markers)
+    try:
+        yield markers
+    finally:
+        if before is None:
+            os.environ.pop(FAILED_JOBS_DIR_ENV, None)
+        else:
+            os.environ[FAILED_JOBS_DIR_ENV] = before
+        shutil.rmtree(markers, ignore_errors=True)
+
+
+def interrupted(stop: BaseException) -> bool:
+    """Whether ``stop`` is Ctrl-C, or an exit raised while handling one (Lightning's Trainer
+    answers Ctrl-C with ``sys.exit(1)``)."""
+    cause: BaseException | None = stop
+    while cause is not None:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        cause = cause.__cause__ or (None if cause.__suppress_context__ else cause.__context__)
+    return False
 
 
 if __name__ == "__main__":

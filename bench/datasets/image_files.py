@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import gzip
 import pickle
+import zipfile
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -31,13 +33,19 @@ class ImageDataCorruptError(ConfigError):
 
 
 def _open_bytes(path: Path) -> bytes:
-    """The file's bytes, gunzipped when it starts with the gzip magic."""
-    raw = Path(path).read_bytes()
+    """The file's bytes, gunzipped when it starts with the gzip magic; a file that cannot be
+    read or a gzip stream that is cut short or garbled raises :class:`ImageDataCorruptError`
+    naming the file."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as err:
+        raise ImageDataCorruptError(f"{path}: unreadable ({type(err).__name__}: "
+                                    f"{err.strerror or err}); replace the file") from None
     if raw[:2] != GZIP_MAGIC:
         return raw
     try:
         return gzip.decompress(raw)
-    except (OSError, EOFError) as err:
+    except (OSError, EOFError, zlib.error) as err:
         raise ImageDataCorruptError(f"{path}: not a complete gzip file ({err}); "
                                     "replace the file") from None
 
@@ -67,13 +75,15 @@ def read_idx(path: str | Path, ndim: int | None = None) -> np.ndarray:
 
 
 def read_npz_array(path: str | Path, key: str = "arr_0") -> np.ndarray:
-    """Array ``key`` of an ``.npz`` file (KMNIST's files hold one array, ``arr_0``)."""
+    """Array ``key`` of an ``.npz`` file (KMNIST's files hold one array, ``arr_0``); a file
+    that is not such an archive (cut short, garbled, empty, without ``key``) raises
+    :class:`ImageDataCorruptError` naming the file."""
     try:
         with np.load(path, allow_pickle=False) as archive:
             return archive[key]
-    except (OSError, ValueError, KeyError) as err:
-        raise ImageDataCorruptError(f"{path}: no readable array {key!r} ({err}); "
-                                    "replace the file") from None
+    except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, zlib.error) as err:
+        raise ImageDataCorruptError(f"{path}: not a readable .npz archive with array {key!r} "
+                                    f"({type(err).__name__}: {err}); replace the file") from None
 
 
 def read_grey_images(path: str | Path) -> np.ndarray:
@@ -162,11 +172,7 @@ def read_cifar10_c(images_path: str | Path, labels_path: str | Path,
     1..5 one after the other, and ``labels.npy`` has the same 5 n rows; rows
     ``(severity - 1) n .. severity n`` are returned, read through a memory map.
     """
-    try:
-        images = np.load(images_path, mmap_mode="r", allow_pickle=False)
-        labels = np.load(labels_path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError) as err:
-        raise ImageDataCorruptError(f"{images_path}: not a readable .npy array ({err})") from None
+    images, labels = _read_npy_map(images_path), _read_npy_map(labels_path)
     total = len(images)
     if images.shape[1:] != (CIFAR_SIDE, CIFAR_SIDE, 3) or total % CIFAR10_C_SEVERITIES \
             or labels.shape != (total,):
@@ -177,6 +183,15 @@ def read_cifar10_c(images_path: str | Path, labels_path: str | Path,
     rows = slice((severity - 1) * n, severity * n)
     chosen = np.asarray(images[rows], dtype=np.uint8).transpose(0, 3, 1, 2)
     return np.ascontiguousarray(chosen), np.asarray(labels[rows]).astype(np.int64)
+
+
+def _read_npy_map(path: str | Path) -> np.ndarray:
+    """The ``.npy`` array in ``path`` as a read-only memory map, or ImageDataCorruptError."""
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, EOFError, ValueError) as err:
+        raise ImageDataCorruptError(f"{path}: not a readable .npy array ({err}); "
+                                    "replace the file") from None
 
 
 def image_folder_files(folder: str | Path) -> list[Path]:

@@ -6,7 +6,9 @@ stopped. :func:`execute` is what ``python -m bench.run`` calls once per job.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
 import socket
 import sys
 import traceback
@@ -23,6 +25,7 @@ from bench.harness.logs import job_log, logger, publish_job_log, quiet_libraries
 from bench.harness.overrides import CONF_DIR, group_options
 from bench.harness.provenance import git_state, package_versions
 from bench.harness.records import (
+    RECORD_NAME,
     SCHEMA_VERSION,
     DamagedRecord,
     archive_failed_record,
@@ -40,6 +43,40 @@ from bench.methods.base import instantiate_method, method_variants
 
 # Jobs of this process whose record says failed (``python -m bench.run`` exits 1 if any).
 FAILED_JOBS: list[str] = []
+# A folder the submitting ``python -m bench.run`` creates and names in the environment its jobs
+# inherit (also through Slurm): every failed job leaves a file there, so the submitting process
+# sees the failures of jobs that ran in other processes (:func:`failed_job_markers`).
+FAILED_JOBS_DIR_ENV = "BENCH_FAILED_JOBS_DIR"
+
+
+def note_failed_job(folder: Path) -> None:
+    """Add the failed job's run folder to :data:`FAILED_JOBS` and, when the submitting process
+    asked for it (:data:`FAILED_JOBS_DIR_ENV`), leave a marker file naming it there."""
+    FAILED_JOBS.append(str(folder))
+    markers = os.environ.get(FAILED_JOBS_DIR_ENV)
+    if not markers:
+        return
+    name = hashlib.sha256(str(folder).encode()).hexdigest()[:16]
+    try:
+        (Path(markers) / name).write_text(str(folder), encoding="utf-8")
+    except OSError as err:  # the submitting process's folder is gone or not shared
+        logger.warning("could not note the failed job %s in %s: %s", folder, markers, err)
+
+
+def failed_job_markers(markers: Path) -> list[str]:
+    """The run folders of the failed jobs noted in ``markers`` (:func:`note_failed_job`)."""
+    if not markers.is_dir():
+        return []
+    return sorted(path.read_text(encoding="utf-8") for path in markers.iterdir()
+                  if path.is_file())
+
+
+def is_launcher_stop(err: BaseException) -> bool:
+    """Whether ``err`` is the launcher stopping the job rather than the task failing: submitit
+    raises ``UncompletedJobError`` inside the job at a time limit it does not requeue. Such a
+    job has no result and must not leave a failed record that later runs would skip."""
+    return (type(err).__name__ == "UncompletedJobError"
+            and type(err).__module__.startswith("submitit"))
 
 
 class NonFiniteResult(RuntimeError):
@@ -90,6 +127,8 @@ def _run_task(cfg: DictConfig) -> tuple[TaskResult | None, str | None, str | Non
     except ConfigError:
         raise
     except Exception as err:
+        if is_launcher_stop(err):
+            raise
         user_error = config_error_in_chain(err)
         if user_error is not None:
             raise user_error from None
@@ -128,9 +167,10 @@ def run_job(cfg: DictConfig, cli_overrides: list[str] | None = None) -> tuple[st
         started, watch = _now(), Stopwatch()
         try:
             result, error, trace = _run_task(cfg)
-        except ConfigError:
-            # Bad input found while the task ran (a checkpoint of another architecture, a
-            # stored state whose recipe changed): nothing of the job stays behind.
+        except BaseException:
+            # Bad input found while the task ran (a ConfigError: a checkpoint of another
+            # architecture, a stored state whose recipe changed) or Ctrl-C: nothing of the job
+            # stays behind, so a rerun starts it afresh.
             log_path.unlink(missing_ok=True)
             remove_empty_folders(folder, Path(cfg.results_dir))
             raise
@@ -140,6 +180,13 @@ def run_job(cfg: DictConfig, cli_overrides: list[str] | None = None) -> tuple[st
             write_record_atomically(folder, record)
         except FileExistsError:
             record = None
+        except OSError as err:  # a full disk, a lost mount: the result cannot be kept
+            log_path.unlink(missing_ok=True)
+            remove_empty_folders(folder, Path(cfg.results_dir))
+            raise ConfigError(f"cannot write record {folder / RECORD_NAME} "
+                              f"({err.strerror or err}); the job's result is lost: free space "
+                              "or set results_dir= or BENCH_RESULTS_DIR to another folder, "
+                              "then run it again") from None
         else:
             logger.info("%s %s seed=%s %.2fs %s%s", record["status"], cfg.name, cfg.seed,
                         total, folder, f": {error}" if error else "")
@@ -149,7 +196,7 @@ def run_job(cfg: DictConfig, cli_overrides: list[str] | None = None) -> tuple[st
         return "skipped", finished_record(folder)
     publish_job_log(log_path)
     if error:
-        FAILED_JOBS.append(str(folder))
+        note_failed_job(folder)
         print(f"  {error}", file=sys.stderr)
     return record["status"], record
 

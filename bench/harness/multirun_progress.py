@@ -1,15 +1,27 @@
-"""A progress line after every job of a multirun: ``[k/N] done, failed, elapsed, ETA``.
+"""Hydra callbacks of a multirun, registered in ``conf/config.yaml``.
 
-Registered as a Hydra callback in ``conf/config.yaml``. The total N is the size of the
-cartesian product of the multirun's sweep overrides; a job counts as failed when its record
-says so (the job function returns the record's status) or when it raised.
+:class:`MultirunProgress` logs a progress line after every job: ``[k/N] done, failed, elapsed,
+ETA``. The total N is the size of the cartesian product of the multirun's sweep overrides; a
+job counts as failed when its record says so (the job function returns the record's status) or
+when it raised.
+
+:class:`SlurmRequestCheck` stops a multirun on the Slurm launchers with one line, before
+anything is submitted, when no node of the partition can hold one job (more CPUs, memory or
+GPUs asked for than any node has: sbatch would refuse it with a long traceback, or the array
+would pend for ever) or when Slurm does not answer.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
+import re
+import shutil
+import subprocess
+import sys
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -62,8 +74,10 @@ class MultirunProgress(Callback):
         self.started = time.perf_counter()
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
-        """Count the job by its record's status and log the progress line."""
-        if not self.total:
+        """Count the job by its record's status and log the progress line (not inside a job
+        that a submitit launcher runs in its own process: there it would count that job
+        alone, ``[1/N]`` in every job)."""
+        if not self.total or os.environ.get("SUBMITIT_EXECUTOR"):
             return
         try:
             status = job_return.return_value
@@ -76,3 +90,121 @@ class MultirunProgress(Callback):
             self.skipped += status == "skipped"
         elapsed = time.perf_counter() - self.started
         logger.info(progress_line(self.done, self.failed, self.skipped, self.total, elapsed))
+
+
+SLURM_LAUNCHER = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+SINFO_TIMEOUT_S = 30
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    """One node of one partition as ``sinfo`` lists it (memory in MB)."""
+
+    partition: str
+    default: bool
+    cpus: int
+    memory_mb: int
+    gpus: int
+
+
+def gres_gpus(gres: str) -> int:
+    """GPUs in a ``sinfo`` gres field (``gpu:4``, ``gpu:a100:2(S:0-1),shard:8``, ``(null)``)."""
+    return sum(int(count) for count in re.findall(r"(?:^|,)gpu(?::[^:(),]+)?:(\d+)", gres))
+
+
+def parse_sinfo(text: str) -> list[SlurmNode]:
+    """Nodes from ``sinfo -h -N -o '%P|%c|%m|%G'`` output (the default partition ends in *)."""
+    nodes = []
+    for line in text.splitlines():
+        fields = line.strip().split("|")
+        if len(fields) != 4:
+            continue
+        partition, cpus, memory, gres = fields
+        nodes.append(SlurmNode(partition.rstrip("*"), partition.endswith("*"),
+                               int(re.sub(r"\D.*", "", cpus) or 0),
+                               int(re.sub(r"\D.*", "", memory) or 0), gres_gpus(gres)))
+    return nodes
+
+
+def slurm_nodes() -> tuple[list[SlurmNode] | None, str | None]:
+    """``(nodes, None)`` from ``sinfo``, or ``(None, why)`` when Slurm cannot be asked."""
+    if shutil.which("sinfo") is None:
+        return None, "Slurm's commands (sinfo, sbatch) are not on PATH on this machine"
+    try:
+        done = subprocess.run(["sinfo", "-h", "-N", "-o", "%P|%c|%m|%G"], capture_output=True,
+                              text=True, timeout=SINFO_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return None, f"Slurm does not answer (sinfo ran for {SINFO_TIMEOUT_S}s)"
+    if done.returncode != 0:
+        said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        return None, f"Slurm does not answer ({said})"
+    return parse_sinfo(done.stdout), None
+
+
+def _count(value: Any, default: int = 0) -> int:
+    return default if value is None else int(value)
+
+
+def request_problem(launcher: Any, nodes: list[SlurmNode], name: str) -> str | None:
+    """Why no node of the launcher's partition can run one job it asks for, else None.
+
+    ``launcher`` is the ``hydra.launcher`` node, ``name`` its ``hydra/launcher`` choice (for
+    the message); the partition ``null`` means the cluster's default partition.
+    """
+    partition = launcher.get("partition")
+    if partition:
+        wanted = set(str(partition).split(","))
+        candidates = [node for node in nodes if node.partition in wanted]
+        where = f"partition {partition}"
+    else:
+        candidates = [node for node in nodes if node.default] or nodes
+        where = "the default partition"
+    if not candidates:
+        known = ", ".join(sorted({node.partition for node in nodes})) or "(none)"
+        return (f"Slurm has no node in {where}; set BENCH_SLURM_PARTITION "
+                f"(hydra.launcher.partition) to one of: {known}")
+    tasks = _count(launcher.get("tasks_per_node"), 1)
+    cpus = _count(launcher.get("cpus_per_task"), 1) * tasks
+    memory_gb = _count(launcher.get("mem_gb"))
+    gpus = _count(launcher.get("gpus_per_node")) or _count(launcher.get("gpus_per_task")) * tasks
+    gpus = gpus or gres_gpus(str(launcher.get("gres") or ""))
+    most_gpus = max(node.gpus for node in candidates)
+    most_cpus = max(node.cpus for node in candidates)
+    most_memory_gb = max(node.memory_mb for node in candidates) / 1024
+    asks = f"hydra/launcher={name} asks for"
+    if gpus > most_gpus:
+        has = (f"the largest node of {where} has {most_gpus}" if most_gpus
+               else f"no node of {where} has one (no gpu in sinfo's gres)")
+        return (f"{asks} {gpus} GPU(s) per job but {has}; choose a GPU partition "
+                "(BENCH_SLURM_PARTITION), fewer GPUs (BENCH_SLURM_GPUS), or hydra/launcher=slurm "
+                "for CPU jobs")
+    if cpus > most_cpus:
+        return (f"{asks} {cpus} CPUs per job but the largest node of {where} has {most_cpus}; "
+                f"set BENCH_SLURM_CPUS (hydra.launcher.cpus_per_task) to at most {most_cpus}")
+    if memory_gb > most_memory_gb:
+        return (f"{asks} {memory_gb} GB per job but the largest node of {where} has "
+                f"{most_memory_gb:.1f} GB; set BENCH_SLURM_MEM_GB (hydra.launcher.mem_gb) to at "
+                f"most {math.floor(most_memory_gb)}")
+    if not any(node.gpus >= gpus and node.cpus >= cpus and node.memory_mb >= memory_gb * 1024
+               for node in candidates):
+        return (f"{asks} {cpus} CPUs, {memory_gb} GB and {gpus} GPU(s) per job but no single "
+                f"node of {where} has all of them")
+    return None
+
+
+class SlurmRequestCheck(Callback):
+    """Before a multirun on a Slurm launcher submits anything, checks that the cluster answers
+    and that some node of the partition can hold one job; otherwise prints one line and exits
+    with status 2. Other launchers are left alone."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Check the launcher's request against ``sinfo``."""
+        launcher = config.hydra.launcher
+        if launcher.get("_target_") != SLURM_LAUNCHER:
+            return
+        name = config.hydra.runtime.choices.get("hydra/launcher") or "submitit_slurm"
+        nodes, why = slurm_nodes()
+        problem = why or request_problem(launcher, nodes, name)
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            sys.exit(2)

@@ -16,6 +16,9 @@ from bench.harness.validation import check_typed_overrides
 
 CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 RESULTS_ENV = "BENCH_RESULTS_DIR"
+# The folders under results_dir that Hydra creates (hydra.run.dir, hydra.sweep.dir in
+# conf/config.yaml).
+HYDRA_FOLDERS = (".hydra", ".hydra/run", ".hydra/multirun")
 
 
 def group_options(conf_dir: Path = CONF_DIR) -> dict[str, list[str]]:
@@ -97,6 +100,12 @@ def require_writable_results_dir(overrides: list[str]) -> Path:
     if reason:
         raise ConfigError(f"results_dir={str(folder)!r} cannot be written ({reason}); set "
                           "results_dir= or BENCH_RESULTS_DIR to a writable folder")
+    for name in HYDRA_FOLDERS:
+        path = folder / name
+        if os.path.lexists(path) and not path.is_dir():
+            raise ConfigError(f"results_dir={str(folder)!r} cannot be used: {path} is a file "
+                              "where Hydra's run folders belong; move it away or set "
+                              "results_dir= or BENCH_RESULTS_DIR to another folder")
     return folder
 
 

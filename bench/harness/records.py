@@ -3,6 +3,10 @@
 Layout: ``<results_dir>/<experiment>/<scale>/<config_hash>/record.json``. The hash covers
 the resolved config minus keys that do not change a result (paths, resume flags), so the
 same experiment, seed and settings always land in the same folder and a rerun can skip it.
+
+Each record also carries ``record_sha256``, the SHA-256 of its own canonical JSON without that
+field, checked on reading: a record edited after it was written is damaged. Records written
+before the field existed have none and are read unverified.
 """
 
 from __future__ import annotations
@@ -19,6 +23,11 @@ from typing import Any
 
 SCHEMA_VERSION = 1
 RECORD_NAME = "record.json"
+RECORD_HASH_FIELD = "record_sha256"
+# A writer's temporary file (``.record-*.tmp``) lives for the seconds of one write; one older
+# than this was left by a killed writer and is removed by the next writer or reader.
+STALE_TEMPORARY_S = 600.0
+TEMPORARY_PATTERN = ".record-*.tmp"
 LOG_NAME = "job.log"
 NON_SEMANTIC_KEYS = ("results_dir", "rerun_failed", "hydra", "sweep", "seeds", "seeds_for",
                      "scale_overrides", "verbose")
@@ -87,8 +96,29 @@ def schema_problem(record: Any) -> str | None:
     return None
 
 
+def record_content_hash(record: dict[str, Any]) -> str:
+    """SHA-256 of the canonical JSON (sorted keys, no spaces) of ``record`` without its
+    ``record_sha256`` field."""
+    content = {k: v for k, v in record.items() if k != RECORD_HASH_FIELD}
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def hash_problem(record: dict[str, Any]) -> str | None:
+    """Why ``record``'s content does not match its ``record_sha256``, or None when it does
+    (or when it has none: a record written before the field existed)."""
+    if RECORD_HASH_FIELD not in record:
+        return None
+    stored, actual = record[RECORD_HASH_FIELD], record_content_hash(record)
+    if stored != actual:
+        return (f"content hash mismatch ({RECORD_HASH_FIELD} {str(stored)[:12]}..., content "
+                f"{actual[:12]}...): edited after it was written")
+    return None
+
+
 def read_record_file(path: Path) -> dict[str, Any]:
-    """The record in the file ``path``, validated; DamagedRecord (naming the file) if not."""
+    """The record in the file ``path``, validated and its content hash checked; DamagedRecord
+    (naming the file) if not."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
@@ -99,7 +129,7 @@ def read_record_file(path: Path) -> dict[str, Any]:
         record = json.loads(text)
     except json.JSONDecodeError as err:
         raise DamagedRecord(path, f"invalid JSON ({err.msg} at line {err.lineno})") from None
-    problem = schema_problem(record)
+    problem = schema_problem(record) or hash_problem(record)
     if problem:
         raise DamagedRecord(path, problem)
     return record
@@ -113,6 +143,7 @@ def read_record(folder: Path) -> dict[str, Any] | None:
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(f"{folder} is a file where a run folder belongs")
+    remove_stale_temporaries(folder)
     path = folder / RECORD_NAME
     if not path.exists():
         return None
@@ -134,20 +165,40 @@ def set_aside(path: Path, label: str) -> Path | None:
     return target
 
 
+def remove_stale_temporaries(folder: Path, older_than_s: float = STALE_TEMPORARY_S) -> None:
+    """Remove the ``.record-*.tmp`` files in ``folder`` that killed writers left (older than
+    ``older_than_s`` seconds); a live writer's file is younger. Errors are ignored (a reader
+    may not be allowed to write, another process may remove the file first)."""
+    cutoff = time.time() - older_than_s
+    for path in Path(folder).glob(TEMPORARY_PATTERN):
+        try:
+            if path.stat().st_mtime < cutoff:
+                path.unlink()
+        except OSError:
+            continue
+
+
 def write_record_atomically(folder: Path, record: dict[str, Any]) -> Path:
     """Write ``record.json`` into ``folder``; fail rather than overwrite an existing record.
 
-    The JSON goes to a temporary file in the same folder, is flushed to disk, then hard-linked
-    to its final name: the link either creates the complete file or fails because one exists,
-    so readers never see half a record and concurrent workers never clobber each other.
+    The record is stored as it reads back from JSON, with its ``record_sha256``. The JSON goes
+    to a temporary file in the same folder, is flushed to disk, then hard-linked to its final
+    name: the link either creates the complete file or fails because one exists, so readers
+    never see half a record and concurrent workers never clobber each other. Temporary files
+    left there by killed writers are removed first.
     """
     folder.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(folder)
     target = folder / RECORD_NAME
+    # Hash the record as a reader will see it (JSON turns tuples into lists, int keys into text).
+    stored = json.loads(json.dumps({k: v for k, v in record.items() if k != RECORD_HASH_FIELD},
+                                   allow_nan=True))
+    stored[RECORD_HASH_FIELD] = record_content_hash(stored)
     fd, tmp = tempfile.mkstemp(prefix=".record-", suffix=".tmp", dir=folder)
     os.fchmod(fd, 0o644)
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(record, f, indent=1, sort_keys=True, allow_nan=True)
+            json.dump(stored, f, indent=1, sort_keys=True, allow_nan=True)
             f.flush()
             os.fsync(f.fileno())
         os.link(tmp, target)
@@ -188,11 +239,20 @@ def iter_records(results_dir: Path, experiment: str, scale: str | None = None,
     """All valid records of an experiment (optionally of one scale), in a stable order.
 
     Damaged records are skipped; when ``damaged`` is a list they are appended to it, so a
-    report can name them as gaps.
+    report can name them as gaps. A file where a run folder belongs counts as damaged.
+    Temporary files left by killed writers are removed on the way.
     """
     root = Path(results_dir) / experiment
-    pattern = f"{scale}/*/{RECORD_NAME}" if scale else f"*/*/{RECORD_NAME}"
-    for path in sorted(root.glob(pattern)):
+    runs = f"{scale}/*" if scale else "*/*"
+    for entry in sorted(root.glob(runs)):
+        if entry.name.startswith("."):
+            continue
+        if not entry.is_dir():
+            if damaged is not None:
+                damaged.append(DamagedRecord(entry, "a file where a run folder belongs"))
+            continue
+        remove_stale_temporaries(entry)
+        path = entry / RECORD_NAME
         if not path.is_file():
             continue
         try:

@@ -4,6 +4,8 @@ A value overriding a config key must have the type of the key's default: an inte
 (``seed``, ``task.n``) takes integers only (``1.5`` and ``abc`` are refused, never truncated),
 a boolean key (``rerun_failed``) ``true`` or ``false`` only, a number key any number. A key the
 config does not have is refused with the valid keys at that level (``+key=value`` adds one).
+A list key (``temperatures``, ``dataset.sizes``) takes a list only, each element checked as
+above against the type its default's elements share (``temperatures[0]='abc'`` is refused).
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ def check_value_type(key: str, value: Any, default: Any) -> None:
     """Raise a one-line ConfigError if ``value`` cannot replace ``default`` at ``key``."""
     if value is None or default is None:
         return
-    if isinstance(default, bool):
+    if isinstance(default, list | ListConfig):
+        _check_list(key, value, default)
+    elif isinstance(default, bool):
         if not isinstance(value, bool):
             raise ConfigError(f"{key}={value!r} is not valid; choose one of: true, false")
     elif isinstance(default, int):
@@ -37,6 +41,30 @@ def check_value_type(key: str, value: Any, default: Any) -> None:
     elif isinstance(default, float):
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"{key}={value!r} is not valid; it must be a number")
+
+
+def _check_list(key: str, value: Any, default: list | ListConfig) -> None:
+    """A list, each element checked against the kind of element the default holds."""
+    element = _element_default(default)
+    if not isinstance(value, list | ListConfig):
+        raise ConfigError(f"{key}={value!r} is not valid; it must be a list"
+                          f"{_ELEMENT_NOUNS.get(type(element), '')} in brackets: {key}=[...]")
+    for index, item in enumerate(value):
+        check_value_type(f"{key}[{index}]", item, element)
+
+
+_ELEMENT_NOUNS = {bool: " of true/false", int: " of integers", float: " of numbers"}
+
+
+def _element_default(default: list | ListConfig) -> Any:
+    """A default element standing for all of ``default`` (a number when integers and numbers
+    mix), or None (no check) when the list is empty, mixed or holds interpolations."""
+    items = (OmegaConf.to_container(default, resolve=False)
+             if isinstance(default, ListConfig) else default)
+    kinds = {type(item) for item in items}
+    if kinds == {int, float}:
+        return 0.0
+    return items[0] if len(kinds) == 1 else None
 
 
 _INTERPOLATED = object()

@@ -35,9 +35,19 @@ ANCHOR_COLUMNS = ("label", "paper", "ours", "verdict", "cause")
 ERROR_CHARS = 160
 
 
+def swept_protocols(record: dict[str, Any]) -> list[str]:
+    """The protocols the record's experiment sweeps at its scale (``config.sweep.protocol``)."""
+    sweep = (record.get("config") or {}).get("sweep") or {}
+    swept = sweep.get("protocol") if isinstance(sweep, dict) else None
+    return [str(p) for p in swept] if isinstance(swept, list) else []
+
+
 def ordered_protocols(records: Iterable[dict[str, Any]]) -> list[str]:
-    """Protocols present in the records: ``paper`` first, then ``corrected``, then the rest."""
+    """Protocols present in the records or swept by their experiment (a swept protocol without
+    records is a gap to show): ``paper`` first, then ``corrected``, then the rest."""
+    records = list(records)
     present = {r.get("protocol", "") for r in records}
+    present |= {p for r in records for p in swept_protocols(r)}
     known = [p for p in PROTOCOL_ORDER if p in present]
     return known + sorted(present - set(PROTOCOL_ORDER))
 

@@ -18,6 +18,15 @@ resuming from that checkpoint after an interruption, then renames the finished f
 final name in one step. Concurrency: one process trains a given (recipe, seed) at a time, under
 an exclusive ``fcntl.flock`` on ``seed-<seed>.lock``; others wait on the lock and then load what
 it saved. Readers never see half a network, because the final folder appears by ``os.rename``.
+
+Damaged files (:mod:`bench.training.stored_files`): a finished folder (one with ``weights.pt``)
+whose ``weights.pt``, ``recipe.json`` or ``history.json`` cannot be read is a one-line
+:class:`~bench.training.stored_files.DamagedStoreFile` (a ConfigError) naming the file and the
+folder to delete; it is neither used nor trained again silently. A ``checkpoint.pt`` of an
+interrupted run that cannot be read (or is not a training checkpoint) is deleted with a warning
+and training starts from the first epoch, which gives the same network. A folder without
+``weights.pt`` (e.g. its weights deleted to retrain) is trained again and replaced by the new
+folder once training finishes.
 """
 
 from __future__ import annotations
@@ -25,7 +34,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -42,7 +50,18 @@ from bench.harness.overrides import default_results_dir
 from bench.harness.rng import derived_seed, make_generator
 from bench.models.classifiers import CLASSIFIERS, build_classifier
 from bench.training.classifier import ClassifierCheckpoint, TrainingStage, train_classifier
-from bench.training.stored_files import exclusive_lock, save_atomically, write_json
+from bench.training.stored_files import (
+    DamagedStoreFile,
+    discard_checkpoint,
+    error_reason,
+    exclusive_lock,
+    load_checkpoint,
+    load_stored_tensors,
+    publish_folder,
+    read_stored_json,
+    save_atomically,
+    write_json,
+)
 
 logger = logging.getLogger("bench.training")
 
@@ -299,18 +318,28 @@ def trained_network(recipe: TrainingRecipe, seed: int, train_images: Tensor,
 
 def load_network(path: Path, recipe: TrainingRecipe, seed: int,
                  device: str | torch.device | None = None) -> StoredNetwork:
-    """The stored network in ``path`` (a finished ``seed-<seed>`` folder), on ``device``."""
-    saved = json.loads((path / RECIPE_NAME).read_text(encoding="utf-8"))
+    """The stored network in ``path`` (a finished ``seed-<seed>`` folder), on ``device``. A file
+    of the folder that cannot be read, or lacks what the store wrote, is a one-line
+    :class:`~bench.training.stored_files.DamagedStoreFile` naming it."""
+    saved = read_stored_json(path / RECIPE_NAME)
     if saved != recipe.to_dict():
-        raise ConfigError(f"{path / WEIGHTS_NAME}: its recipe.json (hash "
-                          f"{recipe_hash(TrainingRecipe.from_dict(saved))}) does not match the "
-                          f"config's recipe (hash {recipe_hash(recipe)}); move the folder away "
-                          "to retrain")
+        try:
+            saved_hash = recipe_hash(TrainingRecipe.from_dict(saved))
+        except (TypeError, ValueError, KeyError, AttributeError) as err:
+            raise DamagedStoreFile(path / RECIPE_NAME,
+                                   f"not a training recipe ({error_reason(err)})") from None
+        raise ConfigError(f"{path / WEIGHTS_NAME}: its recipe.json (hash {saved_hash}) does "
+                          f"not match the config's recipe (hash {recipe_hash(recipe)}); move "
+                          "the folder away to retrain")
     module = _fresh_network(recipe, seed)
-    state = torch.load(path / WEIGHTS_NAME, map_location="cpu", weights_only=True)
+    state = load_stored_tensors(path / WEIGHTS_NAME)
+    if not all(isinstance(value, Tensor) for value in state.values()):
+        raise DamagedStoreFile(path / WEIGHTS_NAME, "not a state dict of tensors")
     check_state_fits(module, state, f"{path / WEIGHTS_NAME}")
     module.load_state_dict(state)
-    history = json.loads((path / HISTORY_NAME).read_text(encoding="utf-8"))["epochs"]
+    history = read_stored_json(path / HISTORY_NAME, ("epochs",))["epochs"]
+    if not isinstance(history, list):
+        raise DamagedStoreFile(path / HISTORY_NAME, "'epochs' is not a list")
     module = module.to(device) if device is not None else module
     return StoredNetwork(module.eval(), recipe_hash(recipe), Path(path), history, reused=True)
 
@@ -400,11 +429,15 @@ def _train_and_store(recipe: TrainingRecipe, seed: int, images: Tensor, labels: 
     partial.mkdir(parents=True, exist_ok=True)
     checkpoint_path = partial / CHECKPOINT_NAME
     resume = None
-    if checkpoint_path.exists():
-        saved = torch.load(checkpoint_path, map_location="cpu", weights_only=True)
-        resume = ClassifierCheckpoint.from_dict(saved)
-        logger.info("resuming %s from stage %d epoch %d", partial, resume.stage + 1,
-                    resume.loop.epochs_done)
+    saved = load_checkpoint(checkpoint_path)
+    if saved is not None:
+        try:
+            resume = ClassifierCheckpoint.from_dict(saved)
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            discard_checkpoint(checkpoint_path, f"not a training checkpoint: {error_reason(err)}")
+        else:
+            logger.info("resuming %s from stage %d epoch %d", partial, resume.stage + 1,
+                        resume.loop.epochs_done)
 
     def save_checkpoint(checkpoint: ClassifierCheckpoint) -> None:
         save_atomically(checkpoint_path, lambda f: torch.save(checkpoint.to_dict(), f))
@@ -439,5 +472,5 @@ def _train_and_store(recipe: TrainingRecipe, seed: int, images: Tensor, labels: 
                             {"pretrained_sha256": recipe.pretrained.sha256,
                              "kept_fresh": kept_fresh})})
     checkpoint_path.unlink(missing_ok=True)
-    os.rename(partial, final)
+    publish_folder(partial, final)
     return StoredNetwork(module.eval(), recipe_hash(recipe), final, history, reused=False)

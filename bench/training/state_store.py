@@ -15,6 +15,14 @@ function with a :class:`Checkpoints` object for its ``seed-<seed>.partial/`` fol
 saves a checkpoint after every epoch and, when run again after an interruption, loads the last
 one and continues from it. The finished folder is renamed to its final name in one step, under
 an exclusive lock, so readers never see half a state.
+
+Damaged files (:mod:`bench.training.stored_files`): a finished folder (one with ``state.pt``)
+whose ``state.pt`` or ``history.json`` cannot be read is a one-line
+:class:`~bench.training.stored_files.DamagedStoreFile` (a ConfigError) naming the file and the
+folder to delete; it is neither used nor trained again silently. A ``checkpoint.pt`` of an
+interrupted run that cannot be read is deleted with a warning and :meth:`Checkpoints.load`
+returns None, so training starts from the first epoch. A folder without ``state.pt`` is trained
+again and replaced by the new folder once training finishes.
 """
 
 from __future__ import annotations
@@ -22,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,7 +40,15 @@ import torch
 
 from bench.harness.errors import ConfigError
 from bench.harness.overrides import default_results_dir
-from bench.training.stored_files import exclusive_lock, save_atomically, write_json
+from bench.training.stored_files import (
+    exclusive_lock,
+    load_checkpoint,
+    load_stored_tensors,
+    publish_folder,
+    read_stored_json,
+    save_atomically,
+    write_json,
+)
 
 logger = logging.getLogger("bench.training")
 
@@ -70,11 +85,12 @@ class Checkpoints:
         self.path = folder / CHECKPOINT_NAME
 
     def load(self) -> dict | None:
-        """The last saved checkpoint (tensors on the CPU), or None for a fresh start."""
-        if not self.path.exists():
-            return None
-        logger.info("resuming from %s", self.path)
-        return torch.load(self.path, map_location="cpu", weights_only=True)
+        """The last saved checkpoint (tensors on the CPU), or None for a fresh start (also
+        when the checkpoint cannot be read: it is then deleted with a warning)."""
+        saved = load_checkpoint(self.path)
+        if saved is not None:
+            logger.info("resuming from %s", self.path)
+        return saved
 
     def save(self, values: dict) -> None:
         """Replace the checkpoint by ``values`` (tensors and plain values) atomically."""
@@ -123,17 +139,19 @@ def stored_state(kind: str, dataset: str, recipe: dict, seed: int, train: TrainF
             "torch": torch.__version__, "seconds_this_run": time.perf_counter() - started,
             "epochs": history})
         checkpoints.path.unlink(missing_ok=True)
-        os.rename(partial, final)
+        publish_folder(partial, final)
         return StoredState(state, state_recipe_hash(recipe), final, history, reused=False)
 
 
 def load_state(path: Path, expected_hash: str | None = None) -> StoredState:
     """The stored state in ``path`` (a finished ``seed-<seed>`` folder); a state saved under
-    another recipe hash than ``expected_hash`` is a one-line ConfigError naming its file."""
-    saved = json.loads((path / HISTORY_NAME).read_text(encoding="utf-8"))
+    another recipe hash than ``expected_hash`` is a one-line ConfigError naming its file, and
+    so is a file of the folder that cannot be read
+    (:class:`~bench.training.stored_files.DamagedStoreFile`)."""
+    saved = read_stored_json(path / HISTORY_NAME, ("recipe_hash", "epochs"))
     if expected_hash is not None and saved.get("recipe_hash") != expected_hash:
         raise ConfigError(f"{path / STATE_NAME}: saved under recipe hash "
                           f"{saved.get('recipe_hash')!r}, but its config gives {expected_hash!r}; "
                           "move the folder away to retrain")
-    state = torch.load(path / STATE_NAME, map_location="cpu", weights_only=True)
+    state = load_stored_tensors(path / STATE_NAME)
     return StoredState(state, saved["recipe_hash"], Path(path), saved["epochs"], reused=True)

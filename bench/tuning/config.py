@@ -14,7 +14,7 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from bench.harness.errors import ConfigError, require_choice
 from bench.harness.overrides import CONF_DIR
@@ -70,8 +70,7 @@ def check_config(cfg: DictConfig) -> None:
     require_choice("direction", cfg.direction, DIRECTIONS)
     if not isinstance(cfg.overwrite, bool):
         raise ConfigError(f"overwrite={cfg.overwrite!r} is not valid; choose one of: true, false")
-    if not isinstance(cfg.study, str) or not cfg.study:
-        raise ConfigError(f"study={cfg.study!r} is not valid; give a non-empty name")
+    _require_name("study", cfg.study, example=f"{cfg.space} (the space's name, the default)")
     storage_kind(str(cfg.storage))
     check_space(OmegaConf.to_container(cfg.params, resolve=True))
     if cfg.export is not None:
@@ -81,6 +80,28 @@ def check_config(cfg: DictConfig) -> None:
 def _require_int(key: str, value: Any, minimum: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise ConfigError(f"{key}={value!r} is not valid; it must be an integer >= {minimum}")
+
+
+def _require_name(key: str, value: Any, example: str) -> None:
+    """A one-line ConfigError unless ``value`` is a non-empty text (``study=nan`` or
+    ``study=12`` read as numbers, ``study=null`` as null: each can be quoted)."""
+    if isinstance(value, str) and value:
+        return
+    if isinstance(value, str):
+        typed, why, quote = "''", "it is empty", ""
+    else:
+        if isinstance(value, ListConfig | DictConfig):
+            value = OmegaConf.to_container(value)
+        typed = str(value)
+        if value is None or isinstance(value, bool):
+            typed = {None: "null", True: "true", False: "false"}[value]
+        kinds = {bool: "a boolean", int: "an integer", float: "a number", list: "a list",
+                 dict: "a mapping"}
+        kind = "null" if value is None else kinds.get(type(value), type(value).__name__)
+        why = f"it reads as {kind}, not a name"
+        quote = "" if isinstance(value, list | dict) else f", or quote it: {key}='{typed}'"
+    raise ConfigError(f"{key}={typed} is not valid: {why}; give a non-empty text name, e.g. "
+                      f"{key}={example}{quote}")
 
 
 def _compose(overrides: list[str]) -> DictConfig:

@@ -5,17 +5,23 @@ workers can share it and a rerun continues it. ``trials`` is the total number of
 trials (complete, failed or pruned) the study should hold: each call runs only the remainder,
 and every worker stops once the shared total is reached (a worker that is mid-trial then still
 finishes its trial, so the total can be exceeded by at most workers - 1).
+
+Each worker of a study needs its own ``worker`` index (the sampler's seed derives from it): a
+worker holds a lock file for its index beside a file-based storage while its process lives,
+and a second worker given the same index is refused with one line.
 """
 
 from __future__ import annotations
 
 import datetime
+import fcntl
 import importlib
 import json
 import math
 import os
 import re
 import socket
+import sys
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -35,6 +41,9 @@ FINISHED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 JOURNAL_SUFFIXES = (".log", ".journal", ".jsonl")
 _TRACEBACK_CHARS = 4000
+# Worker locks this process holds (lock file -> open descriptor); the OS releases them when
+# the process ends, killed or not.
+_CLAIMS: dict[str, int] = {}
 
 
 class TrialFailed(RuntimeError):
@@ -74,14 +83,61 @@ def describe_storage(spec: str) -> str:
     return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", spec)
 
 
+def claim_path(storage: str, name: str, worker: int) -> Path | None:
+    """The lock file of worker index ``worker`` of study ``name``: beside a SQLite or journal
+    storage file, None for a server database or an in-memory one (no folder every worker
+    sees)."""
+    kind = storage_kind(storage)
+    if kind == "rdb" and not storage.startswith("sqlite:///"):
+        return None
+    path = Path(storage.removeprefix("sqlite:///"))
+    if path.name in ("", ":memory:"):
+        return None
+    study = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    return path.with_name(f".{path.name}.{study}.worker-{worker}.lock")
+
+
+def claim_worker(storage: str, name: str, worker: int) -> None:
+    """Hold the lock of worker index ``worker`` of study ``name`` for the rest of this process.
+
+    Two workers with one index seed their samplers alike and propose the same parameters, so a
+    ConfigError (one line, naming the holder) refuses the second while the first one's process
+    lives. Where the file system cannot lock, a one-line warning says the index is unchecked.
+    """
+    path = claim_path(storage, name, worker)
+    if path is None or str(path) in _CLAIMS:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise ConfigError(f"worker={worker} of study={name!r} in {describe_storage(storage)} is "
+                          f"already running ({holder}); give each worker of a study its own "
+                          f"index, e.g. worker={worker + 1}: two with one index propose the same "
+                          "parameters") from None
+    except OSError as err:
+        os.close(fd)
+        print(f"warning: cannot lock {path} ({err.strerror}); worker={worker} is not checked "
+              "against another worker with the same index", file=sys.stderr)
+        return
+    os.ftruncate(fd, 0)
+    os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}".encode())
+    _CLAIMS[str(path)] = fd
+
+
 def load_study(name: str, storage: str, seed: int, worker: int, direction: str,
                settings: Mapping[str, Any]) -> optuna.Study:
     """Create or load study ``name``, sampling with TPE seeded from ``seed``.
 
     ``settings`` (space, search parameters, objective, seed) is stored with a new study; loading
     a study that was run with other settings raises a ConfigError, so two different searches
-    never mix their trials under one name. See :func:`sampler_seed` for the sampler's seed.
+    never mix their trials under one name. See :func:`sampler_seed` for the sampler's seed;
+    :func:`claim_worker` refuses a second live worker with the same ``worker`` index.
     """
+    claim_worker(storage, name, worker)
     settings = json.loads(json.dumps(settings))
     study = optuna.create_study(storage=open_storage(storage), study_name=name,
                                 direction=direction, load_if_exists=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -95,6 +96,8 @@ def test_killed_multirun_resumes_without_recomputing(stop, tmp_path):
     (["experiment=generalized_laplace/figure-3", "scale=smoke", "method.temperature=0"],
      "method.temperature=0 is not valid; it must be a positive number"),
     (["experiment=ssla/table-99"], "experiment='ssla/table-99' is not valid; choose one of:"),
+    (["experiment=generalized_laplace/figure-3", "scale=smoke", "temperatures=[abc]"],
+     "temperatures[0]='abc' is not valid; it must be a number"),
     (["protocol.dtype=float16"], "protocol.dtype='float16' is not valid; choose one of: float32"),
     (["device=tpu"], "device='tpu' is not valid; choose one of: cpu, cuda"),
     (["no_such_key=1"], "no_such_key"),
@@ -185,3 +188,60 @@ def test_two_workers_on_one_job_leave_one_record(tmp_path):
     assert sorted(outcomes) == ["ok", "skipped"]
     assert len(list(tmp_path.rglob("record.json"))) == 1
     assert not list(tmp_path.rglob(".record-*")) and not list(tmp_path.rglob(".job-*"))
+
+
+def test_a_full_disk_while_writing_the_record_is_one_line_leaving_nothing(tmp_path, monkeypatch):
+    from bench.harness import records
+    from bench.harness.errors import ConfigError
+    from bench.harness.jobs import run_job
+
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    overrides = ["experiment=ssla/table-7", "scale=smoke", f"results_dir={tmp_path}",
+                 "task._target_=tests.helpers.sleepy_task"]
+    cfg = compose_config(overrides)
+    monkeypatch.setattr(records.os, "fsync", full_disk)  # the record's bytes fail to reach disk
+    with pytest.raises(ConfigError) as caught:
+        run_job(cfg, overrides)
+    message = str(caught.value)
+    assert "\n" not in message and "No space left on device" in message
+    assert f"{tmp_path / 'ssla/table-7/smoke'}/" in message and "record.json" in message
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]  # no record, temp file or log
+
+
+def interrupted_in_training_task(cfg):
+    """Ctrl-C as Lightning's Trainer reports it: ``sys.exit(1)`` while handling the interrupt."""
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        sys.exit(1)
+
+
+def _assert_interrupted(returncode: int, stderr: str, results_dir) -> None:
+    assert returncode == 130, stderr[-2000:]
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("interrupted") and "skip" in lines[0], lines
+    assert not list(results_dir.rglob("record.json")) and not list(results_dir.rglob(".job-*"))
+
+
+@pytest.mark.parametrize("mode", [[], ["-m"]], ids=["single", "multirun"])
+def test_ctrl_c_is_one_line_and_exit_status_130(mode, tmp_path):
+    args = [*mode, "experiment=ssla/table-7", "scale=smoke",
+            "task._target_=tests.helpers.sleepy_task", "+task.sleep_s=60"]
+    env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "bench.run", *args], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not list(tmp_path.rglob(".job-*")):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    _assert_interrupted(proc.returncode, stderr, tmp_path)
+
+
+def test_ctrl_c_during_lightning_training_is_one_line_and_exit_status_130(tmp_path):
+    result = run_cli(["experiment=ssla/table-7", "scale=smoke",
+                      "task._target_=tests.integration.test_harness.interrupted_in_training_task"],
+                     tmp_path)
+    _assert_interrupted(result.returncode, result.stderr, tmp_path)

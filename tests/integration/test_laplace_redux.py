@@ -38,8 +38,8 @@ def results(tmp_path_factory):
     """Table 3 through ``bench.reproduce`` (one Hydra multirun), then Figure 9's jobs in this
     process (they must reuse Table 3's stored networks), at smoke scale."""
     folder = tmp_path_factory.mktemp("redux")
-    status = reproduce(["laplace_redux/table-3", "--scale", "smoke", "--no-report", METHODS,
-                        f"results_dir={folder}"])
+    status = reproduce(["laplace_redux/table-3", "--scale", "smoke", "--no-report",
+                        "--no-side-runs", METHODS, f"results_dir={folder}"])
     assert status == 0
     for method in METHODS.split("=")[1].split(","):
         execute(compose_config(["experiment=laplace_redux/figure-9", "scale=smoke", "seed=6",

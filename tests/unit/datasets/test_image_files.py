@@ -75,6 +75,27 @@ def test_kmnist_npz_and_the_image_label_pair(tmp_path, rng):
                                           tmp_path / "kmnist-test-labels.npz")
 
 
+# A gzip header followed by a deflate block of the reserved type 3: zlib.error, not EOFError.
+BAD_DEFLATE_GZ = bytes([0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 0, 0xFF, 0x07])
+
+
+def test_truncated_or_garbled_files_name_the_file_and_what_was_expected(tmp_path, rng):
+    write_kmnist_npz(tmp_path, rng)
+    whole = (tmp_path / "kmnist-train-imgs.npz").read_bytes()
+    (tmp_path / "cut.npz").write_bytes(whole[: len(whole) // 2])
+    (tmp_path / "empty.npz").write_bytes(b"")
+    (tmp_path / "garbled.gz").write_bytes(BAD_DEFLATE_GZ)
+    (tmp_path / "folder.gz").mkdir()
+    for name in ("cut.npz", "empty.npz"):
+        with pytest.raises(ImageDataCorruptError,
+                           match=rf"{name}: not a readable \.npz archive with array 'arr_0'"):
+            image_files.read_grey_images(tmp_path / name)
+    with pytest.raises(ImageDataCorruptError, match="garbled.gz: not a complete gzip file"):
+        image_files.read_idx(tmp_path / "garbled.gz", ndim=3)
+    with pytest.raises(ImageDataCorruptError, match="folder.gz: unreadable"):
+        image_files.read_labels(tmp_path / "folder.gz")
+
+
 def test_emnist_transposed_storage_is_made_upright(tmp_path):
     upright = np.zeros((1, 28, 28), dtype=np.uint8)
     upright[0, 2, 5:20] = 255  # a horizontal bar near the top

@@ -69,3 +69,14 @@ def test_an_experiments_side_runs_follow_its_own_jobs_unless_left_out(capsys):
     assert reproduce.main(["laplace_redux/table-3", "--scale", "cpu", "--dry-run",
                            "--workers", "1", "--no-side-runs"]) == 0
     assert len(capsys.readouterr().out.strip().splitlines()) == 1
+
+
+def test_a_command_narrowed_to_other_methods_or_seeds_skips_the_side_runs(capsys):
+    assert reproduce.main(["laplace_redux/table-3", "--scale", "smoke", "--dry-run",
+                           "--workers", "1", "method=map_classifier"]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.strip().splitlines()) == 1
+    assert "note: side run laplace_redux/table-3-side-runs skipped: method on the command " \
+        "line" in captured.err
+    assert reproduce.narrowing_overrides("laplace_redux/table-2-budget",
+                                         ["seed=711", "device=cpu"]) == ["seed"]

@@ -98,3 +98,47 @@ def test_unknown_map_recipe_is_one_line_naming_the_recipes():
     assert str(caught.value) == (
         "map_recipe='adam_b1024' is not valid; choose one of: adam_b128, adam_b512, "
         "adam_lr01_b512, adamw_b512, sgd_nesterov_b512")
+
+
+
+TEMPERED = ["experiment=generalized_laplace/figure-3", "scale=smoke"]  # temperatures: [floats]
+CONJUGATE = ["experiment=ssla/figure-1", "scale=smoke"]  # dataset.sizes: [integers]
+
+
+@pytest.mark.parametrize(("base", "override", "message"), [
+    (TEMPERED, "temperatures=[abc]", "temperatures[0]='abc' is not valid; it must be a number"),
+    (TEMPERED, "temperatures=[0.1,true]", "temperatures[1]=True is not valid; it must be a number"),
+    (TEMPERED, "temperatures=[0.1],[1,x]", "temperatures[1]='x' is not valid; it must be a number"),
+    (TEMPERED, "temperatures=0.5", "temperatures=0.5 is not valid; it must be a list of numbers"),
+    (CONJUGATE, "dataset.sizes=abc",
+     "dataset.sizes='abc' is not valid; it must be a list of integers"),
+    (CONJUGATE, "dataset.sizes=[20,1.5]",
+     "dataset.sizes[1]=1.5 is not valid; it must be an integer"),
+])
+def test_list_elements_are_checked_one_by_one(base, override, message):
+    with pytest.raises(ConfigError) as caught:
+        check_overrides([*base, override])
+    assert str(caught.value).startswith(message)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(("base", "override"), [
+    (TEMPERED, "temperatures=[1,0.5,1e3]"),
+    (TEMPERED, "temperatures=null"),
+    (CONJUGATE, "dataset.sizes=[20,100]"),
+])
+def test_good_list_values_pass(base, override):
+    check_overrides([*base, override])
+
+
+@pytest.mark.parametrize(("blocker", "mode"), [(".hydra", []), (".hydra/run", []),
+                                             (".hydra/multirun", ["-m"])])
+def test_a_file_where_hydras_run_folder_belongs_is_one_line_naming_it(blocker, mode, tmp_path,
+                                                                       capsys, monkeypatch):
+    from tests.helpers import config_error_line
+
+    (tmp_path / blocker).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / blocker).write_text("")
+    line = config_error_line([*mode, "experiment=ssla/table-7", "scale=smoke"], tmp_path,
+                             capsys, monkeypatch)
+    assert f"{tmp_path / blocker} is a file" in line

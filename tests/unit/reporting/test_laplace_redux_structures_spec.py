@@ -153,3 +153,33 @@ def test_without_side_runs_the_diag_cells_keep_the_unmeasured_cause():
     records = [with_values(structure_record("LA/DIAG", "DiagLaplace"), test_acc=0.873)]
     table = comparison_table(TABLE_2, records).set_index(["row", "column"])
     assert table.loc[("LA/DIAG", "test_acc"), "cause"] == SCALE_CAUSE
+
+
+def test_time_ratios_of_cpu_seconds_are_not_comparable_and_cuda_ones_are_judged():
+    cpu = [structure_record("LA/DIAG", "DiagLaplace"),
+           structure_record("LA/KFAC", "KronLaplace"),
+           structure_record("LA/FULL", "FullLLLaplace")]
+    anchors = anchor_table(TABLE_2, cpu).set_index("label")
+    kfac = anchors.loc[ANCHORS[1].label]
+    assert kfac["verdict"] == "not comparable"
+    assert kfac["cause"].startswith("hardware-specific: a ratio of cpu seconds")
+    full = anchors.loc[ANCHORS[0].label, "cause"]
+    assert full.startswith("last-layer stand-in: ") and "; hardware-specific: a ratio" in full
+    cuda = [structure_record("LA/DIAG", "DiagLaplace", "cuda"),
+            structure_record("LA/KFAC", "KronLaplace", "cuda")]
+    assert anchor_table(TABLE_2, cuda).set_index("label").loc[ANCHORS[1].label,
+                                                             "verdict"] == "agrees"
+
+
+def test_a_kfac_cell_without_its_own_side_run_quotes_how_far_the_budget_moves_diag():
+    records = [with_values(structure_record("LA/DIAG", "DiagLaplace"), test_loglik=-0.39),
+               with_values(structure_record("LA/KFAC", "KronLaplace"), test_loglik=-0.31),
+               side_run("100 epochs, 5k refits", {"test_loglik": -0.35})]
+    table = comparison_table(TABLE_2, records).set_index(["row", "column"])
+    verdict, cause = table.loc[("LA/KFAC", "test_loglik"), ["verdict", "cause"]]
+    assert verdict == "close"
+    assert cause == ("no side run of this row; on DIAG (the same training loop, seed 711; "
+                     "sensitivity rows below) test_loglik is -0.39 at the cpu budget and 100 "
+                     "epochs, 5k refits moves it +0.04")
+    alone = comparison_table(TABLE_2, records[:2]).set_index(["row", "column"])
+    assert alone.loc[("LA/KFAC", "test_loglik"), "cause"] == SCALE_CAUSE

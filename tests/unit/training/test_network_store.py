@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import multiprocessing
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -108,6 +111,94 @@ def test_interrupted_then_resumed_training_equals_uninterrupted(tmp_path, stop_a
     assert same_weights(weights(straight), weights(resumed))
     assert ([h["objective"] for h in resumed.history]
             == [h["objective"] for h in straight.history])
+
+
+@pytest.fixture(scope="module")
+def stored_tiny(tmp_path_factory):
+    """A results folder holding the tiny network of seed 2, and that network (tests copy it)."""
+    images, labels = tiny_data()
+    results = tmp_path_factory.mktemp("stored")
+    return results, trained_network(tiny_recipe(), 2, images, labels, results)
+
+
+def copy_of_store(stored_tiny, tmp_path) -> tuple[Path, Path]:
+    """A copy of the stored results folder and the network's folder in it."""
+    results = tmp_path / "results"
+    shutil.copytree(stored_tiny[0], results)
+    return results, network_dir(results, tiny_recipe(), 2)
+
+
+def cut_in_half(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def no_training(*args, **kwargs):
+    raise AssertionError("a stored network was trained again")
+
+
+DAMAGED_NETWORK_FILES = {
+    "weights cut short": ("weights.pt", cut_in_half),
+    "weights not a state dict": ("weights.pt", lambda path: torch.save([1, 2], path)),
+    "recipe cut short": ("recipe.json", lambda path: path.write_text('{"model": ')),
+    "recipe missing": ("recipe.json", Path.unlink),
+    "recipe not a recipe": ("recipe.json", lambda path: path.write_text('{"colour": 1}')),
+    "history empty": ("history.json", lambda path: path.write_text("")),
+    "history without epochs": ("history.json", lambda path: path.write_text("{}")),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGED_NETWORK_FILES)
+def test_a_damaged_stored_network_is_one_line_naming_the_file_and_is_not_retrained(
+        stored_tiny, tmp_path, monkeypatch, damage):
+    results, final = copy_of_store(stored_tiny, tmp_path)
+    name, spoil = DAMAGED_NETWORK_FILES[damage]
+    spoil(final / name)
+    monkeypatch.setattr(store, "train_classifier", no_training)
+    images, labels = tiny_data()
+    with pytest.raises(ConfigError) as error:
+        trained_network(tiny_recipe(), 2, images, labels, results)
+    message = str(error.value)
+    assert "\n" not in message and str(final / name) in message
+    assert f"delete the folder {final} to train it again" in message
+
+
+@pytest.mark.parametrize("spoil", [cut_in_half, lambda path: torch.save({"stage": 0}, path)],
+                         ids=["cut short", "not a checkpoint"])
+def test_a_damaged_checkpoint_is_discarded_with_a_warning_and_training_starts_again(
+        stored_tiny, tmp_path, caplog, spoil):
+    images, labels = tiny_data()
+    recipe = tiny_recipe()
+
+    def interrupt(checkpoint):
+        if len(checkpoint.history) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        trained_network(recipe, 2, images, labels, tmp_path, on_epoch_end=interrupt)
+    checkpoint = network_dir(tmp_path, recipe, 2).with_name("seed-2.partial") / "checkpoint.pt"
+    spoil(checkpoint)
+    seen = []
+    with caplog.at_level(logging.WARNING, logger="bench.training"):
+        again = trained_network(recipe, 2, images, labels, tmp_path,
+                                on_epoch_end=lambda c: seen.append(len(c.history)))
+    assert seen == [1, 2, 3]  # every epoch ran again
+    assert same_weights(weights(stored_tiny[1]), weights(again))
+    assert [r.levelno for r in caplog.records if str(checkpoint) in r.getMessage()
+            and "from the first epoch" in r.getMessage()] == [logging.WARNING]
+    assert not checkpoint.parent.exists()
+
+
+def test_a_store_folder_without_weights_is_trained_again_and_replaced(stored_tiny, tmp_path):
+    results, final = copy_of_store(stored_tiny, tmp_path)
+    (final / "weights.pt").unlink()
+    images, labels = tiny_data()
+    again = trained_network(tiny_recipe(), 2, images, labels, results)
+    assert not again.reused and again.path == final
+    assert sorted(p.name for p in final.iterdir()) == ["history.json", "recipe.json",
+                                                      "weights.pt"]
+    assert sorted(p.name for p in final.parent.iterdir()) == ["seed-2", "seed-2.lock"]
+    assert same_weights(weights(stored_tiny[1]), weights(again))
+    assert trained_network(tiny_recipe(), 2, images, labels, results).reused
 
 
 def _train_in_child(results, barrier, queue) -> None:

@@ -4,6 +4,8 @@ checkpoint, one folder per recipe, a state saved under another recipe hash refus
 from __future__ import annotations
 
 import json
+import logging
+from pathlib import Path
 
 import pytest
 import torch
@@ -86,6 +88,64 @@ def test_a_state_saved_under_another_recipe_hash_is_one_line_naming_the_file(tmp
     message = str(error.value)
     assert "\n" not in message and str(stored.path / STATE_NAME) in message
     assert "0123456789ab" in message and state_recipe_hash(RECIPE) in message
+
+
+def cut_in_half(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+DAMAGED_STATE_FILES = {
+    "state cut short": (STATE_NAME, cut_in_half),
+    "state not a dict": (STATE_NAME, lambda path: torch.save([1, 2], path)),
+    "history cut short": (HISTORY_NAME, lambda path: path.write_text('{"epochs": ')),
+    "history missing": (HISTORY_NAME, Path.unlink),
+    "history without epochs": (HISTORY_NAME, lambda path: path.write_text(
+        json.dumps({"recipe_hash": state_recipe_hash(RECIPE)}))),
+}
+
+
+@pytest.mark.parametrize("damage", DAMAGED_STATE_FILES)
+def test_a_damaged_stored_state_is_one_line_naming_the_file_and_is_not_retrained(tmp_path,
+                                                                                  damage):
+    stored = stored_state("toy_method", "toy", RECIPE, 5, counting_train(3, []), tmp_path)
+    name, spoil = DAMAGED_STATE_FILES[damage]
+    spoil(stored.path / name)
+    calls: list[int] = []
+    with pytest.raises(ConfigError) as error:
+        stored_state("toy_method", "toy", RECIPE, 5, counting_train(3, calls), tmp_path)
+    message = str(error.value)
+    assert "\n" not in message and str(stored.path / name) in message
+    assert f"delete the folder {stored.path} to train it again" in message
+    assert calls == []
+
+
+def test_a_damaged_checkpoint_is_discarded_with_a_warning_and_training_starts_again(tmp_path,
+                                                                                    caplog):
+    calls: list[int] = []
+    with pytest.raises(Interrupted):
+        stored_state("toy_method", "toy", RECIPE, 5, counting_train(3, calls, stop_after=2),
+                     tmp_path)
+    checkpoint = state_dir(tmp_path, "toy_method", "toy", RECIPE, 5).with_name(
+        "seed-5.partial") / "checkpoint.pt"
+    cut_in_half(checkpoint)
+    with caplog.at_level(logging.WARNING, logger="bench.training"):
+        again = stored_state("toy_method", "toy", RECIPE, 5, counting_train(3, calls), tmp_path)
+    assert calls == [0, 1, 0, 1, 2]  # every epoch ran again
+    assert torch.equal(again.state["x"], torch.full((2,), 2.625))
+    assert [r.levelno for r in caplog.records if str(checkpoint) in r.getMessage()
+            and "from the first epoch" in r.getMessage()] == [logging.WARNING]
+    assert not checkpoint.parent.exists()
+
+
+def test_a_state_folder_without_its_state_is_trained_again_and_replaced(tmp_path):
+    stored = stored_state("toy_method", "toy", RECIPE, 5, counting_train(3, []), tmp_path)
+    (stored.path / STATE_NAME).unlink()
+    again = stored_state("toy_method", "toy", RECIPE, 5, counting_train(3, []), tmp_path)
+    assert not again.reused and again.path == stored.path
+    assert sorted(p.name for p in stored.path.iterdir()) == [HISTORY_NAME, "recipe.json",
+                                                            STATE_NAME]
+    assert sorted(p.name for p in stored.path.parent.iterdir()) == ["seed-5", "seed-5.lock"]
+    assert torch.equal(again.state["x"], torch.full((2,), 2.625))
 
 
 def test_two_recipes_give_two_folders_and_two_states(tmp_path):

@@ -1,0 +1,234 @@
+"""Multiruns through ``hydra/launcher=slurm`` on a real Slurm (``make test-cluster``).
+
+Smoke-scale jobs with one CPU each. The quick jobs are ``ssla/table-7`` at smoke scale (two
+jobs, a second each); the long ones train the LeNet-5 of ``generalized_laplace/figure-3`` for as
+many epochs as this machine needs to outlive a one-minute time limit (measured first), and
+checkpoint after every epoch, so a killed or requeued job resumes.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import subprocess
+import time
+
+import pytest
+from hydra.core.utils import JobReturn, JobStatus
+
+from bench.harness.multirun_progress import slurm_nodes
+from tests.cluster.runs import (
+    bench_command,
+    bench_environment,
+    epoch_seconds,
+    job_ids,
+    job_logs,
+    lenet_training,
+    outcome,
+    records,
+    run_bench,
+    sacct_states,
+    submissions,
+)
+from tests.helpers import REPO
+
+pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("slurm")]
+
+TABLE_7 = ["ssla/table-7", "--scale", "smoke"]
+TABLE_7_JOBS = ["experiment=ssla/table-7", "scale=smoke", "seed=42", "protocol=paper,corrected"]
+# Training long enough to outlive a one-minute limit (slurmctld sends the time-out signal
+# 29-59 s into the job, a job starts in about 10 s) and to be killed midway.
+REQUEUE_TRAINING_S = 80
+KILL_TRAINING_S = 30
+
+
+def describe(done: subprocess.CompletedProcess) -> str:
+    return f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+
+
+@pytest.fixture(scope="module")
+def module_env(data_root) -> dict[str, str]:
+    return bench_environment(data_root)
+
+
+@pytest.fixture(scope="module")
+def table_7(tmp_path_factory, module_env) -> dict:
+    """Table 7 at smoke scale run locally and through Slurm (bench.reproduce --launcher)."""
+    local, slurm = tmp_path_factory.mktemp("local"), tmp_path_factory.mktemp("slurm")
+    done_local = run_bench([*TABLE_7, "--workers", "1", "--no-report", f"results_dir={local}"],
+                           module_env, module="bench.reproduce")
+    assert done_local.returncode == 0, describe(done_local)
+    started = time.perf_counter()
+    done = run_bench([*TABLE_7, "--launcher", "slurm", f"results_dir={slurm}"], module_env,
+                     module="bench.reproduce")
+    return {"local": local, "slurm": slurm, "done": done,
+            "seconds": time.perf_counter() - started}
+
+
+def test_slurm_records_equal_a_local_run(table_7):
+    assert table_7["done"].returncode == 0, describe(table_7["done"])
+    local, slurm = records(table_7["local"]), records(table_7["slurm"])
+    assert len(local) == 2 and sorted(local) == sorted(slurm)
+    for config_hash, record in local.items():
+        assert record["status"] == "ok"
+        assert outcome(slurm[config_hash]) == outcome(record)
+    [submission] = submissions(table_7["slurm"])
+    assert len(job_ids(submission)) == 2
+
+
+def test_a_resubmission_skips_the_finished_jobs(table_7, module_env):
+    slurm = table_7["slurm"]
+    before = {path: (path.read_bytes(), path.stat().st_mtime_ns)
+              for path in slurm.rglob("record.json")}
+    started = time.perf_counter()
+    done = run_bench([*TABLE_7, "--launcher", "slurm", f"results_dir={slurm}"], module_env,
+                     module="bench.reproduce")
+    seconds = time.perf_counter() - started
+    assert done.returncode == 0, describe(done)
+    after = {path: (path.read_bytes(), path.stat().st_mtime_ns)
+             for path in slurm.rglob("record.json")}
+    assert after == before
+    first, second = submissions(slurm)  # one submitit folder per submission
+    assert job_logs(second).count("skip ssla/table-7") == 2
+    print(f"first submission {table_7['seconds']:.0f}s, resubmission {seconds:.0f}s")
+
+
+def test_a_repeated_job_id_does_not_read_back_stale_results(tmp_path, bench_env):
+    """A reinstalled cluster numbers its jobs from 1 again; result files a job of the same id
+    left in the old fixed folder (.submitit/<job id>/) must not end the new multirun."""
+    results = tmp_path / "results"
+    probe = subprocess.run(["sbatch", "--parsable", "--time=1", "--output=/dev/null",
+                            "--wrap=true"], capture_output=True, text=True, check=True)
+    last = int(probe.stdout.strip().split(";")[0])
+    stale = pickle.dumps(("success", JobReturn(status=JobStatus.COMPLETED, _return_value="ok")))
+    planted = []
+    for job in range(last + 1, last + 4):
+        for name in (f"{job}", f"{job}_0", f"{job}_1"):
+            folder = results / ".hydra" / "multirun" / ".submitit" / name
+            folder.mkdir(parents=True)
+            planted.append(folder / f"{name}_0_result.pkl")
+            planted[-1].write_bytes(stale)
+    done = run_bench(["-m", "hydra/launcher=slurm", *TABLE_7_JOBS, f"results_dir={results}"],
+                     bench_env)
+    assert done.returncode == 0, describe(done)
+    assert [r["status"] for r in records(results).values()] == ["ok", "ok"]
+    assert all(path.read_bytes() == stale for path in planted)
+
+
+@pytest.fixture(scope="module")
+def failed_run(tmp_path_factory, module_env) -> dict:
+    """A Slurm job whose task raises while it runs (the config itself is valid)."""
+    results = tmp_path_factory.mktemp("failed")
+    done = run_bench(["-m", "hydra/launcher=slurm", "experiment=ssla/table-7", "scale=smoke",
+                      "protocol=paper", "task._target_=tests.helpers.failing_task",
+                      f"results_dir={results}"], module_env)
+    return {"results": results, "done": done}
+
+
+def test_a_failed_job_leaves_a_failed_record_with_its_traceback(failed_run):
+    [record] = records(failed_run["results"]).values()
+    assert record["status"] == "failed"
+    assert "deliberate failure" in record["error"] and "Traceback" in record["traceback"]
+
+
+def test_a_failed_job_makes_the_submitting_command_exit_nonzero(failed_run):
+    done = failed_run["done"]
+    assert done.returncode != 0, describe(done)
+    assert "1 job(s) failed; their records hold the tracebacks" in done.stderr, describe(done)
+
+
+def one_line_error(done: subprocess.CompletedProcess) -> str:
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), \
+        describe(done)
+    return lines[0]
+
+
+def test_the_gpu_launcher_on_nodes_without_gpus_is_one_line(tmp_path, bench_env):
+    nodes, why = slurm_nodes()
+    assert why is None, why
+    if any(node.gpus for node in nodes):
+        pytest.skip("this cluster has GPU nodes")
+    done = run_bench(["-m", "hydra/launcher=slurm_gpu", *TABLE_7_JOBS, f"results_dir={tmp_path}"],
+                     bench_env)
+    line = one_line_error(done)
+    assert "hydra/launcher=slurm_gpu asks for 1 GPU(s)" in line and "hydra/launcher=slurm" in line
+    assert not submissions(tmp_path)  # nothing was submitted
+
+
+@pytest.mark.parametrize("variable", ["BENCH_SLURM_CPUS", "BENCH_SLURM_MEM_GB"])
+def test_asking_for_more_than_any_node_has_is_one_line(variable, tmp_path, bench_env):
+    nodes, why = slurm_nodes()
+    assert why is None, why
+    most = {"BENCH_SLURM_CPUS": max(node.cpus for node in nodes),
+            "BENCH_SLURM_MEM_GB": math.ceil(max(node.memory_mb for node in nodes) / 1024)}
+    done = run_bench(["-m", "hydra/launcher=slurm", *TABLE_7_JOBS, f"results_dir={tmp_path}"],
+                     {**bench_env, variable: str(most[variable] + 1)})
+    assert variable in one_line_error(done)
+    assert not submissions(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def seconds_per_epoch(tmp_path_factory, module_env) -> float:
+    """Seconds one LeNet-5 epoch of :func:`lenet_training` takes in a Slurm job here."""
+    results = tmp_path_factory.mktemp("calibration")
+    done = run_bench(["-m", "hydra/launcher=slurm", *lenet_training(epochs=4),
+                      f"results_dir={results}"], module_env)
+    assert done.returncode == 0, describe(done)
+    seconds = epoch_seconds(results)
+    print(f"{seconds:.2f}s per epoch")
+    return seconds
+
+
+def epochs_for(seconds: float, seconds_per_epoch: float) -> int:
+    return max(6, math.ceil(seconds / seconds_per_epoch))
+
+
+def test_a_hard_killed_job_completes_when_the_multirun_is_run_again(tmp_path, bench_env,
+                                                                   seconds_per_epoch):
+    results = tmp_path / "results"
+    args = ["-m", "hydra/launcher=slurm", "hydra.launcher.timeout_min=30",
+            *lenet_training(epochs_for(KILL_TRAINING_S, seconds_per_epoch)),
+            f"results_dir={results}"]
+    submitting = subprocess.Popen(bench_command(args), cwd=REPO, env=bench_env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not list(results.glob("networks/**/seed-0.partial/checkpoint.pt")):
+        assert time.monotonic() < deadline and submitting.poll() is None, "no checkpoint"
+        time.sleep(0.5)
+    [submission] = submissions(results)
+    [job] = job_ids(submission)
+    subprocess.run(["scancel", "--signal=KILL", job], check=True)
+    _, stderr = submitting.communicate(timeout=300)
+    assert submitting.returncode != 0, stderr[-3000:]
+    assert not records(results)
+    done = run_bench(args, bench_env)
+    assert done.returncode == 0, describe(done)
+    [record] = records(results).values()
+    assert record["status"] == "ok"
+    assert "resuming" in job_logs(submissions(results)[-1])
+
+
+def test_a_job_over_its_time_limit_is_requeued_and_completes(tmp_path, bench_env,
+                                                            seconds_per_epoch):
+    """A one-minute limit (BENCH_SLURM_TIMEOUT_MIN=1) and a job that needs longer: submitit
+    checkpoints it on the time-out signal and requeues it (BENCH_SLURM_REQUEUES times at
+    most); each attempt resumes the network's training where the last one stopped."""
+    results = tmp_path / "results"
+    epochs = epochs_for(REQUEUE_TRAINING_S, seconds_per_epoch)
+    env = {**bench_env, "BENCH_SLURM_TIMEOUT_MIN": "1", "BENCH_SLURM_SIGNAL_DELAY_S": "1",
+           "BENCH_SLURM_REQUEUES": "8"}
+    started = time.perf_counter()
+    done = run_bench(["-m", "hydra/launcher=slurm", *lenet_training(epochs),
+                      f"results_dir={results}"], env)
+    assert done.returncode == 0, describe(done)
+    [record] = records(results).values()
+    assert record["status"] == "ok"
+    [submission] = submissions(results)
+    [job] = job_ids(submission)
+    states = sacct_states(job)
+    assert "REQUEUED" in states and states[-1] == "COMPLETED", states
+    logs = job_logs(submission)
+    assert "this job is timed-out" in logs and "Requeued job" in logs and "resuming" in logs
+    print(f"{epochs} epochs, attempts {states}, {time.perf_counter() - started:.0f}s")
+
