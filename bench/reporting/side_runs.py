@@ -24,6 +24,13 @@ def seed_value(records: list[dict[str, Any]], row: str, column: str, seed: int) 
     raise LookupError(f"no {row} {column} cell for seed {seed}")
 
 
+def row_values(records: list[dict[str, Any]], row: str, column: str) -> list[float]:
+    """The values of cell (``row``, ``column``) in every ok record that has it."""
+    return [float(cell["value"]) for record in records if record.get("status", "ok") == "ok"
+            for cell in record.get("cells") or []
+            if cell["row"] == row and cell["column"] == column and cell["value"] is not None]
+
+
 def side_run_cause(row: str, column: str, sides: Mapping[str, str], seed: int,
                    as_run: str, unmeasured: str) -> Callable[[list[dict[str, Any]]], str]:
     """Cause of the cell (``row``, ``column``): its value on ``seed`` (``as_run`` says how the
@@ -42,7 +49,12 @@ def side_run_cause(row: str, column: str, sides: Mapping[str, str], seed: int,
             raise LookupError(f"no side run of {row} on seed {seed}")
         others = "; ".join(f"{label} {value:.4g}" for label, value in moved.items())
         noun = "side runs" if len(moved) > 1 else "side run"
-        return (f"{noun}, seed {seed} (sensitivity rows below): {column} {main:.4g} "
+        text = (f"{noun}, seed {seed} (sensitivity rows below): {column} {main:.4g} "
                 f"{as_run}; {others}. {unmeasured}")
+        values = row_values(records, row, column)
+        if len(values) > 1:
+            text += (f". Seed {seed} is one of the row's {len(values)} seeds (their mean "
+                     f"{sum(values) / len(values):.4g})")
+        return text
 
     return cause

@@ -141,10 +141,13 @@ def test_the_diag_cells_cause_quotes_the_side_runs_beside_the_seed_711_record():
     assert cause.startswith("side runs, seed 711 (sensitivity rows below): test_acc 0.873 at "
                             "the cpu budget (50 epochs, 5k refits); 100 epochs, 5k refits "
                             "0.885; 50 epochs, 20k refits 0.871.")
+    assert cause.endswith("Seed 711 is one of the row's 2 seeds (their mean 0.874)")
     assert "-0.38 at the cpu budget" in table.loc[("LA/DIAG", "test_loglik"), "cause"]
     side = table.loc[(budget_row("100 epochs, 5k refits"), "test_acc")]
     assert side["paper"].startswith("0.894") and side["verdict"] == "close"
     assert side["cause"].startswith("side run (laplace_redux/table-2-budget)")
+    assert TABLE_2.cause_for("paper", budget_row("100 epochs, 5k refits"),
+                             "ood_auroc_avg").startswith("side run (laplace_redux/table-2-budget)")
     assert table.loc[(budget_row("100 epochs, 5k refits"), "pred_time"),
                      "verdict"] == "not comparable"
 
