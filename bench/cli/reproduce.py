@@ -32,7 +32,6 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -49,6 +48,7 @@ from bench.harness.overrides import (
 )
 from bench.reporting.files import report_paths
 from bench.reporting.registry import (
+    experiment_file,
     implemented_artifacts,
     results_experiment,
     side_run_configs,
@@ -201,9 +201,7 @@ def _sweep_items(sweep: dict, seeds: list, overridden: set[str]) -> list[str]:
 def narrowing_overrides(experiment: str, extra: list[str]) -> list[str]:
     """The keys among ``extra`` that replace what ``experiment`` sweeps (its ``sweep`` keys and
     the seeds): a command narrowed to other methods or seeds does not run its side runs."""
-    path = CONF_DIR / "experiment" / f"{experiment}.yaml"
-    config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    swept = {"seed", *(config.get("sweep") or {})}
+    swept = {"seed", *(experiment_file(experiment).get("sweep") or {})}
     keys = [item.split("=", 1)[0].lstrip("+~") for item in extra if "=" in item]
     return [key for key in keys if key in swept]
 

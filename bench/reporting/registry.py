@@ -30,12 +30,19 @@ def experiment_configs() -> list[str]:
     return sorted(group_options().get("experiment", []), key=natural_key)
 
 
+def experiment_file(experiment: str) -> dict:
+    """The top-level keys ``conf/experiment/<experiment>.yaml`` itself sets (not composed:
+    what it loads is not merged in); {} when there is no such file."""
+    path = CONF_DIR / "experiment" / f"{experiment}.yaml"
+    if not path.exists():
+        return {}
+    return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+
+
 def results_experiment(experiment: str) -> str:
     """The experiment whose results folder ``experiment``'s records go to: the ``name`` its
     config sets (a side-run config names the experiment it adds records to), else its own."""
-    path = CONF_DIR / "experiment" / f"{experiment}.yaml"
-    config = yaml.safe_load(path.read_text()) if path.exists() else None
-    name = (config or {}).get("name")
+    name = experiment_file(experiment).get("name")
     return str(name) if name else experiment
 
 
