@@ -34,6 +34,16 @@ def sleepy_task(cfg: DictConfig) -> TaskResult:
     return result
 
 
+def stepping_task(cfg: DictConfig) -> TaskResult:
+    """Loops ``task.steps`` steps through :func:`bench.harness.progress.progress`."""
+    from bench.harness.progress import progress
+
+    result = TaskResult()
+    for step in progress(range(int(cfg.task.get("steps", 3))), desc="steps", unit="step"):
+        result.add("row", f"step {step}", float(step))
+    return result
+
+
 def failing_task(cfg: DictConfig) -> TaskResult:
     """Raises, to check that failures become records with a traceback."""
     raise RuntimeError("deliberate failure for the test")

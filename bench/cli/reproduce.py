@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -38,7 +39,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from bench.harness.errors import ConfigError, require_choice
-from bench.harness.jobs import apply_scale_overrides
+from bench.harness.finished_jobs import apply_scale_overrides
 from bench.harness.overrides import (
     CONF_DIR,
     check_overrides,
@@ -264,24 +265,43 @@ def worker_environment(workers: int) -> dict[str, str]:
     return env
 
 
+def stop_processes(processes: list[subprocess.Popen], grace_s: float = 60.0) -> None:
+    """Pass Ctrl-C on to ``processes`` (a terminal already did; a ``kill -INT`` of this
+    process did not) and wait for them to leave their records consistent; kill what is still
+    running after ``grace_s`` seconds."""
+    for process in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+    for process in processes:
+        try:
+            process.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def run_commands(commands: list[list[str]], workers: int) -> int:
     """Run ``commands`` with at most ``workers`` at once; 0 when all succeed, 1 when some job
     failed (a multirun's status 1), otherwise the first other non-zero status."""
     env = worker_environment(workers)
     pending, running, statuses = list(commands), [], []
-    while pending or running:
-        while pending and len(running) < workers:
-            running.append(subprocess.Popen(pending.pop(0), env=env))
-        still = []
-        for process in running:
-            status = process.poll()
-            if status is None:
-                still.append(process)
-            else:
-                statuses.append(status)
-        running = still
-        if running:
-            time.sleep(0.2)
+    try:
+        while pending or running:
+            while pending and len(running) < workers:
+                running.append(subprocess.Popen(pending.pop(0), env=env))
+            still = []
+            for process in running:
+                status = process.poll()
+                if status is None:
+                    still.append(process)
+                else:
+                    statuses.append(status)
+            running = still
+            if running:
+                time.sleep(0.2)
+    except KeyboardInterrupt:
+        stop_processes(running)
+        raise
     hard = [status for status in statuses if status not in (0, 1)]
     if hard:
         return hard[0]
@@ -342,6 +362,17 @@ def main(argv: list[str] | None = None) -> int:
         print(" ".join(command[1:]))
     if args.dry_run:
         return 0
+    try:
+        return run_and_report(args, experiment, results_dir, commands, workers)
+    except KeyboardInterrupt:
+        print("interrupted; finished jobs keep their records: run the same command again to "
+              "skip them and run the rest", file=sys.stderr)
+        return 130
+
+
+def run_and_report(args: argparse.Namespace, experiment: str, results_dir: Path,
+                   commands: list[list[str]], workers: int) -> int:
+    """Run the multiruns, then render the reports that read their records; the exit status."""
     status = run_commands(commands, workers)
     if status not in (0, 1):
         return status

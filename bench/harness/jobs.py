@@ -17,21 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from bench.harness.errors import ConfigError, require_choice
+from bench.harness.finished_jobs import job_identity
 from bench.harness.logs import job_log, logger, publish_job_log, quiet_libraries
-from bench.harness.overrides import CONF_DIR, group_options
+from bench.harness.overrides import CONF_DIR
 from bench.harness.provenance import git_state, package_versions
 from bench.harness.records import (
     RECORD_NAME,
     SCHEMA_VERSION,
     DamagedRecord,
     archive_failed_record,
-    config_hash,
     read_record,
-    record_dir,
     set_aside_run,
     unwritable_reason,
     write_record_atomically,
@@ -83,25 +81,6 @@ class NonFiniteResult(RuntimeError):
     """A task produced NaN or infinite values; the run is marked failed."""
 
 
-def apply_scale_overrides(cfg: DictConfig, cli_overrides: list[str]) -> DictConfig:
-    """Merge the experiment's overrides for the chosen scale, then re-apply the command line.
-
-    Precedence, lowest first: composed config, ``scale_overrides[<scale>]``, command line.
-    """
-    per_scale = cfg.get("scale_overrides") or {}
-    extra = per_scale.get(cfg.scale.name)
-    if not extra:
-        return cfg
-    merged = OmegaConf.merge(cfg, extra)
-    groups = group_options(CONF_DIR)
-    for override in OverridesParser.create().parse_overrides(cli_overrides):
-        key = override.key_or_group.lstrip("+~")
-        if key in groups or key.startswith("hydra") or override.is_delete():
-            continue
-        OmegaConf.update(merged, key, override.value(), merge=False, force_add=True)
-    return merged
-
-
 def check_device(device: str) -> None:
     """Reject unknown devices and CUDA requests on machines without CUDA."""
     import torch
@@ -142,12 +121,10 @@ def execute(cfg: DictConfig, cli_overrides: list[str] | None = None) -> dict[str
 
 def run_job(cfg: DictConfig, cli_overrides: list[str] | None = None) -> tuple[str, dict]:
     """Run one job; ``(outcome, record)`` with outcome ``ok``, ``failed`` or ``skipped``."""
-    cfg = apply_scale_overrides(cfg, cli_overrides or [])
+    identity = job_identity(cfg, cli_overrides or [])
+    cfg, resolved, chash, folder = (identity.cfg, identity.resolved, identity.config_hash,
+                                    identity.folder)
     check_device(cfg.device)
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    resolved.pop("hydra", None)
-    chash = config_hash(resolved)
-    folder = record_dir(Path(cfg.results_dir), cfg.name, cfg.scale.name, chash)
     existing = finished_record(folder)
     if existing is not None:
         if existing["status"] == "failed" and cfg.rerun_failed:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 import warnings
 from collections.abc import Iterator
@@ -79,7 +80,7 @@ def job_log(folder: Path) -> Iterator[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     # Per process and thread: two workers of one process on the same job must not share it.
     path = folder / f".job-{os.getpid()}-{threading.get_ident()}.log"
-    handler = logging.FileHandler(path, encoding="utf-8")
+    handler = JobLogHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter(FILE_FORMAT))
     handler.addFilter(_harness_info_or_any_warning)
     if logger.level == logging.NOTSET:
@@ -93,13 +94,63 @@ def job_log(folder: Path) -> Iterator[Path]:
         handler.close()
 
 
+class JobLogHandler(logging.FileHandler):
+    """A file handler whose write errors (a full disk, a lost mount) cost one line on stderr
+    for the whole job instead of Python's "--- Logging error ---" traceback for every line:
+    the lines still reach the console."""
+
+    failed = False
+
+    def close(self) -> None:
+        """Close the file; a last write that fails is reported like the others."""
+        try:
+            super().close()
+        except OSError:
+            self.handleError(None)
+
+    def handleError(self, record: logging.LogRecord | None) -> None:  # noqa: N802 - logging's name
+        """Say once that the job log cannot be written."""
+        if self.failed:
+            return
+        self.failed = True
+        err = sys.exc_info()[1]
+        reason = getattr(err, "strerror", None) or err
+        print(f"warning: cannot write the job log {self.baseFilename} ({reason}); its lines "
+              "go to the console only", file=sys.stderr)
+
+
 def _harness_info_or_any_warning(record: logging.LogRecord) -> bool:
     """The job log keeps the harness's INFO lines and every library's warnings."""
     return record.levelno >= logging.WARNING or record.name.startswith("bench")
 
 
+TEMPORARY_LOG_PATTERN = ".job-*.log"
+UNFINISHED_LOG_PREFIX = "job.unfinished-"
+
+
+def keep_unfinished_logs(folder: Path, own: Path) -> list[Path]:
+    """Give every other temporary log in ``folder`` a visible name, ``job.unfinished-<pid>-
+    <thread>.log``: the lines of an attempt killed before its record (a hard kill, a lost
+    node) or of a worker racing this one, kept beside the record instead of hidden."""
+    kept = []
+    for path in sorted(folder.glob(TEMPORARY_LOG_PATTERN)):
+        if path == own:
+            continue
+        target = folder / f"{UNFINISHED_LOG_PREFIX}{path.name.removeprefix('.job-')}"
+        try:
+            os.link(path, target)
+            path.unlink()
+        except OSError:  # its worker removed it meanwhile, or the name is taken: leave it
+            continue
+        kept.append(target)
+    return kept
+
+
 def publish_job_log(temporary: Path) -> Path | None:
-    """Rename a job's temporary log to ``job.log`` beside its record (never overwriting)."""
+    """Rename a job's temporary log to ``job.log`` beside its record (never overwriting), and
+    keep the temporary logs of unfinished attempts under visible names
+    (:func:`keep_unfinished_logs`)."""
+    keep_unfinished_logs(temporary.parent, temporary)
     target = temporary.with_name(LOG_NAME)
     try:
         os.link(temporary, target)

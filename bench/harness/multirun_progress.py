@@ -28,25 +28,22 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from bench.harness.progress import clock
+
 logger = logging.getLogger("bench.multirun")
 
 
 def sweep_size(overrides: list[str]) -> int:
-    """Number of jobs a list of Hydra multirun overrides expands to."""
+    """Number of jobs a list of Hydra multirun overrides expands to (a ``glob(...)`` of a
+    config group counts the group's options it matches)."""
+    from bench.harness.overrides import group_options, sweep_values
+
+    groups = group_options()
     size = 1
     for override in OverridesParser.create().parse_overrides(overrides):
         if override.is_sweep_override():
-            size *= len(list(override.sweep_string_iterator()))
+            size *= len(sweep_values(override, groups))
     return size
-
-
-def clock(seconds: float) -> str:
-    """``h:mm:ss`` (or ``m:ss``) of a duration; ``?`` when unknown."""
-    if not math.isfinite(seconds):
-        return "?"
-    minutes, secs = divmod(round(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def progress_line(done: int, failed: int, skipped: int, total: int, elapsed: float) -> str:

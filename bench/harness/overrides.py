@@ -8,6 +8,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Glob
 from omegaconf import DictConfig, OmegaConf
 
 from bench.harness.errors import ConfigError
@@ -36,10 +37,24 @@ def group_options(conf_dir: Path = CONF_DIR) -> dict[str, list[str]]:
     return groups
 
 
-def _values(override) -> list[str]:
+def sweep_values(override, groups: dict[str, list[str]]) -> list[str]:
+    """The values one parsed override stands for: a sweep's elements, a ``glob(...)`` of a
+    config group expanded over the group's options, or the single value. A glob of a plain key
+    (Hydra supports globs of groups only) or one matching no option is a ConfigError."""
+    value = override.value()
+    if isinstance(value, Glob):
+        key = override.key_or_group.lstrip("+~")
+        if key not in groups:
+            raise ConfigError(f"{override.input_line} is not valid; "
+                              "glob(...) selects options of a config group only, and "
+                              f"{key} is not one")
+        matched = value.filter(groups[key])
+        if not matched:
+            raise ConfigError(f"{override.input_line} matches no "
+                              f"option; choose from: {', '.join(groups[key])}")
+        return matched
     if override.is_sweep_override():
         return [str(v) for v in override.sweep_string_iterator()]
-    value = override.value()
     return ["null" if value is None else str(value)]
 
 
@@ -53,7 +68,7 @@ def check_overrides(overrides: list[str], conf_dir: Path = CONF_DIR) -> None:
     first_values = []
     for override in parsed:
         key = override.key_or_group.lstrip("+~")
-        values = _values(override)
+        values = sweep_values(override, groups)
         if key in groups and not override.is_delete():
             for value in values:
                 if value != "null" and value not in groups[key]:

@@ -88,8 +88,8 @@ def test_a_resubmission_skips_the_finished_jobs(table_7, module_env):
     after = {path: (path.read_bytes(), path.stat().st_mtime_ns)
              for path in slurm.rglob("record.json")}
     assert after == before
-    first, second = submissions(slurm)  # one submitit folder per submission
-    assert job_logs(second).count("skip ssla/table-7") == 2
+    assert len(submissions(slurm)) == 1  # the finished jobs were not submitted again
+    assert done.stdout.count("skip ssla/table-7") == 2
     print(f"first submission {table_7['seconds']:.0f}s, resubmission {seconds:.0f}s")
 
 
@@ -207,6 +207,10 @@ def test_a_hard_killed_job_completes_when_the_multirun_is_run_again(tmp_path, be
     [record] = records(results).values()
     assert record["status"] == "ok"
     assert "resuming" in job_logs(submissions(results)[-1])
+    # The killed attempt's log is kept under a visible name beside the record.
+    assert not list(results.rglob(".job-*.log"))
+    [unfinished] = results.rglob("job.unfinished-*.log")
+    assert "run " in unfinished.read_text()
 
 
 def test_a_job_over_its_time_limit_is_requeued_and_completes(tmp_path, bench_env,

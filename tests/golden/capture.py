@@ -29,8 +29,39 @@ GOLDEN_DIR = Path(__file__).resolve().parent
 RELATIVE_TOLERANCE = 1e-4
 ABSOLUTE_TOLERANCE = 1e-10
 # Experiments cheap enough at cpu scale to keep cpu-scale goldens of.
+# Experiments that read data files: their goldens hold the data root's origins
+# (``DATA_ORIGINS_KEY``) and are checked only on a root of the same origins (the shared files
+# linked, or the same generated ones). The others generate their data from the seed.
+READS_DATA_FILES = ("ssla/table-3", "ssla/table-4", "generalized_laplace/figure-3",
+                    "generalized_laplace/figure-4", "ggn_thesis/figure-5.6")
+READS_DATA_PREFIXES = ("laplace_redux/",)
+DATA_ORIGINS_KEY = "_data_origins"
+# Cells that hold seconds (Laplace Redux Table 2's prediction time): their presence is golden,
+# their value is the machine's.
+TIMING_COLUMNS = ("pred_time",)
+TIMED = "timed"
 CHEAP_AT_CPU = ("ssla/blr", "ssla/table-1", "ssla/table-5", "ssla/table-6", "ssla/table-7",
                 "ssla/table-8", "ssla/figure-1", "ssla/figure-3")
+
+
+def reads_data_files(experiment: str) -> bool:
+    """Whether ``experiment`` reads data files (rather than generating its data)."""
+    return experiment in READS_DATA_FILES or experiment.startswith(READS_DATA_PREFIXES)
+
+
+def golden_data_root(folder: Path):
+    """The data root goldens run on: the shared data's files linked where present, generated
+    files in the real formats for the rest (``tests/gpu/data_root.py``)."""
+    from tests.gpu.data_root import build_data_root
+    from tests.helpers import SHARED_DATA
+
+    return build_data_root(folder, SHARED_DATA if SHARED_DATA.is_dir() else None)
+
+
+def comparable_origins(origins: dict[str, str]) -> dict[str, str]:
+    """Origins without the source folder (``linked`` or ``generated``), so goldens captured
+    beside one checkout compare with a root built beside another."""
+    return {name: origin.split(" ")[0] for name, origin in origins.items()}
 
 
 def experiments() -> list[str]:
@@ -127,7 +158,9 @@ def run_job(job: list[str], with_record: bool = False):
         torch.set_num_threads(threads)
     entry = {
         "status": record["status"],
-        "cells": [[c["row"], c["column"], c["value"]] for c in record["cells"]],
+        "cells": [[c["row"], c["column"],
+                   TIMED if c["column"] in TIMING_COLUMNS else c["value"]]
+                  for c in record["cells"]],
         "metrics": record["metrics"],
         "arrays": arrays_fingerprint(record["arrays"]),
     }
@@ -160,9 +193,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     chosen = args.experiments or (list(CHEAP_AT_CPU) if args.scale == "cpu" else experiments())
     os.environ.setdefault("BENCH_RESULTS_DIR", tempfile.mkdtemp(prefix="golden-"))
+    root = golden_data_root(Path(tempfile.mkdtemp(prefix="golden-data-")))
+    os.environ.update(root.environment())
     for experiment in chosen:
         print(experiment, flush=True)
         entries = capture(experiment, args.scale)
+        if reads_data_files(experiment):
+            entries[DATA_ORIGINS_KEY] = comparable_origins(root.origins)
         path = golden_path(experiment, args.scale)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n")

@@ -124,7 +124,7 @@ def _link_image_split(name: str, split: str, source: Path | None, generated: Pat
 
 def smoke_corruptions() -> list[str]:
     """The CIFAR-10-C corruptions the smoke scale of Figure 9's CIFAR-10-C panel reads."""
-    from bench.harness.jobs import apply_scale_overrides
+    from bench.harness.finished_jobs import apply_scale_overrides
     from tests.helpers import compose_config
 
     overrides = ["experiment=laplace_redux/figure-9-cifar10c", "scale=smoke"]

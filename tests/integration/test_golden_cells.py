@@ -13,15 +13,20 @@ the smoke-scale end-to-end test of every experiment (complete record, written to
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from bench.harness.records import REQUIRED_FIELDS
-from tests.golden.capture import GOLDEN_DIR, mismatches, run_job
-from tests.helpers import SHARED_DATA
-
-READS_DATA_FILES = ("ssla/table-3", "ssla/table-4")
+from bench.reporting.registry import results_experiment
+from tests.golden.capture import (
+    DATA_ORIGINS_KEY,
+    GOLDEN_DIR,
+    comparable_origins,
+    golden_data_root,
+    mismatches,
+    reads_data_files,
+    run_job,
+)
 
 
 def golden_jobs(scale: str) -> list[tuple[str, str, dict]]:
@@ -29,22 +34,42 @@ def golden_jobs(scale: str) -> list[tuple[str, str, dict]]:
     jobs = []
     for path in sorted((GOLDEN_DIR / scale).glob("*.json")):
         experiment = path.stem.replace("__", "/")
-        for key, entry in json.loads(path.read_text()).items():
-            jobs.append((experiment, key, entry))
+        stored = json.loads(path.read_text())
+        origins = stored.pop(DATA_ORIGINS_KEY, None)
+        for key, entry in stored.items():
+            jobs.append((experiment, key, {**entry, DATA_ORIGINS_KEY: origins}))
     return jobs
 
 
-def _check(experiment: str, key: str, expected: dict, tmp_path, monkeypatch) -> None:
-    if experiment in READS_DATA_FILES and os.environ.get("BENCH_DATA_DIR") != str(SHARED_DATA):
-        pytest.skip("captured from the shared data files, which are not present")
+@pytest.fixture(scope="session")
+def golden_data(tmp_path_factory):
+    """The data root the goldens were captured on, built again (tests/golden/capture.py)."""
+    return golden_data_root(tmp_path_factory.mktemp("golden-data"))
+
+
+def _check(experiment: str, key: str, expected: dict, tmp_path, monkeypatch,
+           golden_data) -> None:
+    if reads_data_files(experiment):
+        here = comparable_origins(golden_data.origins)
+        # Goldens without stored origins (SSLA Tables 3 and 4) were captured on the shared
+        # UCI files.
+        captured = expected[DATA_ORIGINS_KEY] or {name: "linked" for name in here
+                                                  if name.startswith("uci/")}
+        differ = sorted(name for name, origin in captured.items() if here.get(name) != origin)
+        if differ:
+            pytest.skip(f"captured from other data files ({', '.join(differ)})")
+    for variable, value in golden_data.environment().items():
+        monkeypatch.setenv(variable, value)
     monkeypatch.setenv("BENCH_RESULTS_DIR", str(tmp_path))
     job = key.split(" ")
     got, record = run_job(job, with_record=True)
     assert got["status"] == "ok", record.get("traceback")
     assert set(REQUIRED_FIELDS) <= set(record)
-    assert f"scale={record['scale']}" in job and f"experiment={record['experiment']}" in job
+    assert f"scale={record['scale']}" in job and f"experiment={experiment}" in job
+    assert record["experiment"] == results_experiment(experiment)  # a side run: its table's
     assert record["timings"]["total_s"] > 0 and record["versions"]["torch"]
-    stored = tmp_path / experiment / record["scale"] / record["config_hash"] / "record.json"
+    folder = tmp_path / record["experiment"] / record["scale"] / record["config_hash"]
+    stored = folder / "record.json"
     assert json.loads(stored.read_text())["cells"] == record["cells"]
     problems = [m for part in ("cells", "metrics", "arrays")
                 for m in mismatches(got[part], expected[part], part)]
@@ -53,12 +78,14 @@ def _check(experiment: str, key: str, expected: dict, tmp_path, monkeypatch) -> 
 
 @pytest.mark.parametrize(("experiment", "key", "expected"), golden_jobs("smoke"),
                          ids=lambda v: v if isinstance(v, str) else "")
-def test_smoke_job_reproduces_its_golden_cells(experiment, key, expected, tmp_path, monkeypatch):
-    _check(experiment, key, expected, tmp_path, monkeypatch)
+def test_smoke_job_reproduces_its_golden_cells(experiment, key, expected, tmp_path, monkeypatch,
+                                               golden_data):
+    _check(experiment, key, expected, tmp_path, monkeypatch, golden_data)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("experiment", "key", "expected"), golden_jobs("cpu"),
                          ids=lambda v: v if isinstance(v, str) else "")
-def test_cpu_job_reproduces_its_golden_cells(experiment, key, expected, tmp_path, monkeypatch):
-    _check(experiment, key, expected, tmp_path, monkeypatch)
+def test_cpu_job_reproduces_its_golden_cells(experiment, key, expected, tmp_path, monkeypatch,
+                                             golden_data):
+    _check(experiment, key, expected, tmp_path, monkeypatch, golden_data)

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from bench.harness.finished_jobs import job_identity
 from bench.harness.jobs import execute
 from bench.harness.overrides import CONF_DIR, group_options
 from bench.harness.records import iter_records
@@ -81,6 +82,33 @@ def test_killed_multirun_resumes_without_recomputing(stop, tmp_path):
     assert len(after) == 8
     assert all(after[p] == mtime for p, mtime in before.items())
     assert result.stdout.count("skip ") == len(before)
+    assert not list(tmp_path.rglob(".job-*.log"))  # a killed job's log is kept visibly
+    assert len(list(tmp_path.rglob("job.unfinished-*.log"))) <= 1
+
+
+def test_a_multirun_launches_only_its_unfinished_jobs(tmp_path):
+    """Finished jobs are dropped before the launcher (on Slurm: not submitted again) and still
+    count in the progress line."""
+    jobs = ["-m", "experiment=ssla/table-7", "scale=smoke"]
+    assert run_cli([*jobs, "seed=0,1"], tmp_path).returncode == 0
+    more = run_cli([*jobs, "seed=0,1,2"], tmp_path)
+    assert more.returncode == 0, more.stderr
+    assert "Launching 1 jobs" in more.stdout and more.stdout.count("skip ssla/table-7") == 2
+    assert "[3/3] 3 done (2 skipped), 0 failed" in more.stdout
+    again = run_cli([*jobs, "seed=0,1,2"], tmp_path)
+    assert again.returncode == 0 and "Launching" not in again.stdout
+    assert again.stdout.count("skip ssla/table-7") == 3
+
+
+def test_a_killed_attempts_log_is_kept_visibly_beside_the_record(tmp_path):
+    cfg = compose_config(["experiment=ssla/table-7", "scale=smoke", f"results_dir={tmp_path}"])
+    folder = job_identity(cfg, []).folder
+    folder.mkdir(parents=True)
+    (folder / ".job-4242-77.log").write_text("run ssla/table-7 seed=42\n")
+    execute(cfg)
+    assert not list(folder.glob(".job-*.log"))
+    assert (folder / "job.unfinished-4242-77.log").read_text() == "run ssla/table-7 seed=42\n"
+    assert "ok ssla/table-7" in (folder / "job.log").read_text()
 
 
 @pytest.mark.parametrize("args, expected", [
@@ -101,6 +129,8 @@ def test_killed_multirun_resumes_without_recomputing(stop, tmp_path):
     (["protocol.dtype=float16"], "protocol.dtype='float16' is not valid; choose one of: float32"),
     (["device=tpu"], "device='tpu' is not valid; choose one of: cpu, cuda"),
     (["no_such_key=1"], "no_such_key"),
+    (["seed=glob(*)"], "seed=glob(*) is not valid; glob(...) selects options of a config group"),
+    (["method=glob(zzz*)"], "method=glob(zzz*) matches no option; choose from: assla, "),
 ])
 def test_bad_input_is_one_line_naming_the_key(args, expected, tmp_path, capsys, monkeypatch):
     from bench.cli.run import main as run_main
@@ -245,3 +275,23 @@ def test_ctrl_c_during_lightning_training_is_one_line_and_exit_status_130(tmp_pa
                       "task._target_=tests.integration.test_harness.interrupted_in_training_task"],
                      tmp_path)
     _assert_interrupted(result.returncode, result.stderr, tmp_path)
+
+
+def test_ctrl_c_in_reproduce_stops_its_multiruns_with_one_line_and_status_130(tmp_path):
+    """SIGINT to bench.reproduce alone (as ``kill -INT``): it passes the interrupt on to its
+    multiruns, which stop cleanly, and says so without a traceback."""
+    args = ["ssla/table-7", "--scale", "smoke", "--workers", "1", "--no-report",
+            "task._target_=tests.helpers.sleepy_task", "+task.sleep_s=60"]
+    env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", "bench.reproduce", *args], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not list(tmp_path.rglob(".job-*")):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=90)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "Traceback" not in stderr
+    lines = stderr.strip().splitlines()
+    assert lines and all(line.startswith("interrupted") for line in lines), lines
+    assert not list(tmp_path.rglob("record.json")) and not list(tmp_path.rglob(".job-*"))

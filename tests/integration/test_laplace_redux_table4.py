@@ -17,7 +17,8 @@ from hydra.utils import instantiate
 
 from bench.cli.report import main as report
 from bench.cli.reproduce import main as reproduce
-from bench.harness.jobs import apply_scale_overrides, execute
+from bench.harness.finished_jobs import apply_scale_overrides
+from bench.harness.jobs import execute
 from bench.harness.records import iter_records
 from bench.models.classifiers import build_classifier
 from bench.reporting.render import render_report

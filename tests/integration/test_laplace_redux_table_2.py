@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 
 from bench.cli.reproduce import main as reproduce
 from bench.datasets.training_set import TrainingSet
-from bench.harness.jobs import apply_scale_overrides
+from bench.harness.finished_jobs import apply_scale_overrides
 from bench.harness.records import iter_records
 from bench.methods.base import instantiate_method
 from bench.metrics.classification import nll

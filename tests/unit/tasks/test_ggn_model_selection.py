@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from bench.datasets.snelson import SnelsonGapData
 from bench.harness.errors import ConfigError
-from bench.harness.jobs import apply_scale_overrides
+from bench.harness.finished_jobs import apply_scale_overrides
 from bench.harness.rng import make_generator
 from bench.methods.laplace.ggn_laplace import laplace_ggn_posterior
 from bench.models.glm_likelihoods import GaussianLikelihood

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from bench.harness.jobs import apply_scale_overrides
+from bench.harness.finished_jobs import apply_scale_overrides
 from bench.tasks.method_memory import is_buffer, last_layer_width, parts_bytes, run
 from tests.helpers import compose_config
 

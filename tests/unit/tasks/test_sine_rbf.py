@@ -16,7 +16,7 @@ from hydra.utils import instantiate
 
 from bench.datasets.conjugate import ConjugateProblem
 from bench.datasets.sine import ToySineData
-from bench.harness.jobs import apply_scale_overrides
+from bench.harness.finished_jobs import apply_scale_overrides
 from bench.harness.rng import make_generator
 from bench.methods.ssla.conjugate import ASSLAMethod, SSLAMethod
 from bench.metrics.regression import regression_metrics
