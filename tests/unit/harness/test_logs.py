@@ -52,6 +52,8 @@ def test_a_job_log_that_cannot_be_written_costs_one_line(tmp_path, capsys, monke
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(JobLogHandler, "flush", full_disk)
+    # Only the job log's handler: other tests' console handlers may hold closed streams.
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])
     with job_log(tmp_path):
         for index in range(3):
             logging.getLogger("bench").warning("line %d", index)
