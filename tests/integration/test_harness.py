@@ -255,19 +255,25 @@ def _assert_interrupted(returncode: int, stderr: str, results_dir) -> None:
     assert not list(results_dir.rglob("record.json")) and not list(results_dir.rglob(".job-*"))
 
 
+def interrupt_once_running(module: str, args: list[str], results_dir) -> tuple[int, str]:
+    """Start ``python -m module args``, send it SIGINT once a job has started (its temporary
+    log exists) and return its exit status and standard error."""
+    env = {**os.environ, "BENCH_RESULTS_DIR": str(results_dir), "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", module, *args], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not list(results_dir.rglob(".job-*")):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=90)
+    return proc.returncode, stderr
+
+
 @pytest.mark.parametrize("mode", [[], ["-m"]], ids=["single", "multirun"])
 def test_ctrl_c_is_one_line_and_exit_status_130(mode, tmp_path):
     args = [*mode, "experiment=ssla/table-7", "scale=smoke",
             "task._target_=tests.helpers.sleepy_task", "+task.sleep_s=60"]
-    env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "bench.run", *args], cwd=REPO, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    while time.time() < deadline and not list(tmp_path.rglob(".job-*")):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=60)
-    _assert_interrupted(proc.returncode, stderr, tmp_path)
+    _assert_interrupted(*interrupt_once_running("bench.run", args, tmp_path), tmp_path)
 
 
 def test_ctrl_c_during_lightning_training_is_one_line_and_exit_status_130(tmp_path):
@@ -282,15 +288,8 @@ def test_ctrl_c_in_reproduce_stops_its_multiruns_with_one_line_and_status_130(tm
     multiruns, which stop cleanly, and says so without a traceback."""
     args = ["ssla/table-7", "--scale", "smoke", "--workers", "1", "--no-report",
             "task._target_=tests.helpers.sleepy_task", "+task.sleep_s=60"]
-    env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-m", "bench.reproduce", *args], cwd=REPO, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
-    while time.time() < deadline and not list(tmp_path.rglob(".job-*")):
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=90)
-    assert proc.returncode == 130, stderr[-2000:]
+    returncode, stderr = interrupt_once_running("bench.reproduce", args, tmp_path)
+    assert returncode == 130, stderr[-2000:]
     assert "Traceback" not in stderr
     lines = stderr.strip().splitlines()
     assert lines and all(line.startswith("interrupted") for line in lines), lines
