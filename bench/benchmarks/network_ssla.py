@@ -34,6 +34,9 @@ from bench.curvature.structures import ggn
 from bench.datasets.toy import heteroscedastic_toy
 from bench.harness.timing import Stopwatch, timed
 from bench.methods.ssla.network import NetworkASSLA, NetworkSSLA
+from bench.methods.ssla.objectives import GaussianObjective
+from bench.methods.ssla.refit_gauss_newton import GaussNewtonRefit
+from bench.methods.ssla.refit_sgd import SGDRefit
 from bench.training.regression_network import train_map_mlp, train_paper_mlp
 
 FULL = {"n_test": 25, "ref_points": 3, "ref_grid": 2, "sgd_points": 5, "repeats": 3,
@@ -60,7 +63,7 @@ def dense_precision(base, x: torch.Tensor):
 
 def bench_reference(splits, base, x_test, cfg) -> dict:
     """(1) ASSLA fit + predict over N x grid vs the naive per-(x, y) dense Cholesky."""
-    assla = NetworkASSLA(structure="dense", protocol="corrected")
+    assla = NetworkASSLA(structure="dense", objective=GaussianObjective())
     t_fit, _ = timed(lambda: assla.fit(splits, 42, base), cfg["repeats"])
     t_pred, _ = timed(lambda: assla.predict(x_test), cfg["repeats"])
     n, m = assla.last["log_values"].shape
@@ -108,7 +111,8 @@ def bench_la(splits, base, x_test, assla_predict: float, cfg) -> dict:
                                     warmup=0)  # the cold call above was the warm-up
         warms.append(seconds)
     la_var = f_var.reshape(-1).double() + base.noise_variance
-    newton = NetworkSSLA(structure="dense", protocol="corrected", refit="gauss_newton")
+    newton = NetworkSSLA(structure="dense", objective=GaussianObjective(),
+                         refit=GaussNewtonRefit())
     newton.fit(splits, 42, base)
     t_newton, density = timed(lambda: newton.predict(xs), cfg["repeats"])
     rel = (density.variance - la_var).abs() / la_var
@@ -122,12 +126,12 @@ def bench_refits(splits, base, x_test, cfg) -> dict:
     """(3) SSLA Newton vs SGD refit (dense, corrected) on the same test points."""
     xs = x_test[: cfg["sgd_points"]]
     out = {}
-    for refit in ("newton", "sgd"):
-        model = NetworkSSLA(structure="dense", protocol="corrected",
-                            refit="gauss_newton" if refit == "newton" else refit, refit_lr=1e-3)
+    refits = {"newton": (GaussNewtonRefit(), cfg["repeats"]),
+              "sgd": (SGDRefit(lr=1e-3), cfg["sgd_repeats"])}
+    for label, (refit, repeats) in refits.items():
+        model = NetworkSSLA(structure="dense", objective=GaussianObjective(), refit=refit)
         model.fit(splits, 42, base)
-        repeats = cfg["repeats"] if refit == "newton" else cfg["sgd_repeats"]
-        out[refit], out[refit + "_density"] = timed(lambda m=model: m.predict(xs), repeats)
+        out[label], out[label + "_density"] = timed(lambda m=model: m.predict(xs), repeats)
     a, b = out["newton_density"], out["sgd_density"]
     diff = (a.log_density - b.log_density).abs()
     steps = torch.linspace(-1, 1, a.grid.shape[-1]) * model.fine_grid_sds
@@ -142,8 +146,7 @@ def bench_paper(splits, cfg) -> dict:
     """One paper-protocol K-FAC SSLA run (authors' base MLP), timed once."""
     with Stopwatch() as train:
         base = train_paper_mlp(splits, seed=42, lr=PAPER_LR, batch_size=64)
-    model = NetworkSSLA(structure="kfac", protocol="paper", refit_lr=0.0402,
-                        grid_points=cfg["paper_grid"])
+    model = NetworkSSLA(structure="kfac", refit=SGDRefit(lr=0.0402), grid_points=cfg["paper_grid"])
     model.fit(splits, 42, base)
     with Stopwatch() as predict:
         model.predict(splits.x_test[: cfg["paper_points"]])

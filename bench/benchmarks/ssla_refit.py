@@ -25,7 +25,14 @@ from bench.benchmarks.network_ssla import machine
 from bench.datasets.toy import heteroscedastic_toy
 from bench.harness.timing import Stopwatch
 from bench.methods.ssla.network import NetworkSSLA
-from bench.training.newton_refit import LogJointProblem, gradient_norm, lbfgs_refit
+from bench.methods.ssla.objectives import GaussianObjective
+from bench.methods.ssla.refit_gauss_newton import GaussNewtonRefit
+from bench.methods.ssla.refit_newton import (
+    LogJointProblem,
+    NewtonRefit,
+    gradient_norm,
+    lbfgs_refit,
+)
 from bench.training.regression_network import train_map_mlp
 
 LBFGS_GRAD_TOL = 1e-8
@@ -75,17 +82,17 @@ def run(width: int, points: int, n_test: int, grid: int, sds: float) -> dict:
     base = train_map_mlp(splits, seed=42, max_epochs=500, activation="tanh",
                          n_hidden=(width, width))
     x = splits.x_test[:n_test].double()
-    common = dict(structure="dense", protocol="corrected", fine_grid_points=grid,
+    common = dict(structure="dense", objective=GaussianObjective(), fine_grid_points=grid,
                   fine_grid_sds=sds)
-    one_step = NetworkSSLA(refit="gauss_newton", **common)
-    converged = NetworkSSLA(refit="newton", refit_grad_tol=1e-8, **common)
+    one_step = NetworkSSLA(refit=GaussNewtonRefit(), **common)
+    converged = NetworkSSLA(refit=NewtonRefit(grad_tol=1e-8), **common)
     results = {"base": base, "n_train": len(splits.y_train), "pairs": n_test * grid}
     for name, method in (("one_step", one_step), ("converged", converged)):
         fit_s, predict_s, diagnostics, density = predict_timed(method, splits, base, x)
         results[name] = {"fit": fit_s, "predict": predict_s, "density": density}
     results["base_map"] = diagnostics
-    results["summary"] = converged.outcome.summary()
-    newton_thetas = converged.outcome.thetas
+    results["summary"] = converged.refit.outcome.summary()
+    newton_thetas = converged.refit.outcome.thetas
     newton_values = converged.last["log_values"].reshape(-1)
     seconds, reference, norms, thetas = lbfgs_density(converged, x)
     lbfgs_values = converged.last["log_values"].reshape(-1)

@@ -134,7 +134,8 @@ def test_the_protocol_picks_the_base_network_and_the_command_line_can_swap_it():
     assert target_of(paper.base).endswith("train_paper_mlp")
     assert target_of(corrected.base).endswith("train_map_mlp")
     assert target_of(swapped.base).endswith("train_paper_mlp")
-    assert paper.method.refit_lr == paper.tuned.mlp.lr and corrected.method.refit_lr == 0.01
+    assert paper.method.refit.sgd.lr == paper.tuned.mlp.lr
+    assert corrected.method.refit.sgd.lr == 0.01
     assert compose_config(["experiment=ssla/figure-1"]).get("base") is None
 
 

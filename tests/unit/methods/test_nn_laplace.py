@@ -11,7 +11,10 @@ from scipy import stats
 
 from bench.datasets.regression import RegressionSplits
 from bench.methods.laplace.laplace_torch import LaplaceTorchMethod
+from bench.methods.ssla.curvature_weights import EmpiricalFisherWeights
 from bench.methods.ssla.network import NetworkASSLA, NetworkSSLA
+from bench.methods.ssla.objectives import AuthorsObjective, GaussianObjective
+from bench.methods.ssla.refit_newton import NewtonRefit
 from bench.metrics.regression import coverage, crps, nll
 from bench.models.mlp import MLPShape
 from bench.predictive.densities import Gaussian, kde_bandwidth_gaussian
@@ -53,7 +56,7 @@ def test_la_without_hidden_layers_equals_bayesian_linear_regression():
 
 def test_ssla_newton_on_linear_gaussian_model_is_the_exact_ppd():
     splits, base, mean, cov = _linear_problem()
-    method = NetworkSSLA(structure="dense", protocol="corrected", refit="newton")
+    method = NetworkSSLA(structure="dense", objective=GaussianObjective(), refit=NewtonRefit())
     method.fit(splits, 0, base)
     density = method.predict(splits.x_test)
     exact = _exact_predictive(splits.x_test, mean, cov)
@@ -67,14 +70,14 @@ def test_ssla_newton_on_linear_gaussian_model_is_the_exact_ppd():
 def test_assla_is_the_plugin_when_curvature_ignores_y():
     splits, base, *_ = _linear_problem()
     for structure in ("diag", "kfac", "dense"):
-        paper = NetworkASSLA(structure=structure, protocol="paper")
+        paper = NetworkASSLA(structure=structure, objective=AuthorsObjective())
         paper.fit(splits, 0, base)
         paper.predict(splits.x_test)
         grid = paper.last["grid"]
         plugin_log = -((grid - base.predict(splits.x_test)[:, None]) ** 2)
         torch.testing.assert_close(torch.log_softmax(paper.last["log_values"], -1),
                                    torch.log_softmax(plugin_log, -1), rtol=0, atol=1e-12)
-        corrected = NetworkASSLA(structure=structure, protocol="corrected")
+        corrected = NetworkASSLA(structure=structure, objective=GaussianObjective())
         corrected.fit(splits, 0, base)
         density = corrected.predict(splits.x_test)
         torch.testing.assert_close(density.mean, base.predict(splits.x_test), rtol=0, atol=1e-10)
@@ -116,7 +119,7 @@ def test_paper_protocol_reproduces_table_2_assla_and_la_at_seed_42():
     splits = heteroscedastic_toy(42)
     base = train_paper_mlp(splits, seed=42, lr=0.04016791033073118, batch_size=64)
     assert base.diagnostics["epochs"] == 30
-    assla = NetworkASSLA(structure="diag", protocol="paper")
+    assla = NetworkASSLA(structure="diag", objective=AuthorsObjective())
     assla.fit(splits, 42, base)
     scores = regression_metrics(assla.predict(splits.x_test), splits.y_test[:, 0], z="paper")
     assert [round(scores[f"cov{k}"]) for k in (95, 90, 75, 50)] == [76, 68, 60, 56]
@@ -142,7 +145,8 @@ def test_heteroscedastic_toy_has_the_papers_split_and_fresh_test_points():
 
 def test_empirical_fisher_assla_increment_is_the_determinant_lemma_and_depends_on_y():
     splits, base, *_ = _linear_problem()
-    method = NetworkASSLA(structure="dense", protocol="corrected", curvature="empirical_fisher")
+    method = NetworkASSLA(structure="dense", objective=GaussianObjective(),
+                          curvature=EmpiricalFisherWeights())
     method.fit(splits, 0, base)
     x_test = splits.x_test[:2]
     method.predict(x_test)

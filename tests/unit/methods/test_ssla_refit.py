@@ -10,8 +10,11 @@ from bench.curvature.dense import Dense
 from bench.datasets.toy import heteroscedastic_toy
 from bench.harness.errors import ConfigError
 from bench.methods.ssla.network import NetworkSSLA
-from bench.training.newton_refit import (
+from bench.methods.ssla.objectives import AuthorsObjective, GaussianObjective
+from bench.methods.ssla.refit_gauss_newton import GaussNewtonRefit
+from bench.methods.ssla.refit_newton import (
     LogJointProblem,
+    NewtonRefit,
     RankOnePreconditioner,
     gradient_norm,
     lbfgs_refit,
@@ -22,7 +25,7 @@ from tests.unit.methods.test_nn_laplace import _exact_predictive, _linear_proble
 
 def test_converged_refit_is_exact_in_one_step_on_bayesian_linear_regression():
     splits, base, mean, cov = _linear_problem()
-    method = NetworkSSLA(structure="kfac", protocol="corrected", refit="newton")
+    method = NetworkSSLA(structure="kfac", objective=GaussianObjective(), refit=NewtonRefit())
     diagnostics = method.fit(splits, 0, base)
     density = method.predict(splits.x_test)
     exact = _exact_predictive(splits.x_test, mean, cov)
@@ -32,7 +35,7 @@ def test_converged_refit_is_exact_in_one_step_on_bayesian_linear_regression():
     assert diagnostics["base_map_steps"] == 0 and diagnostics["base_map_converged"]
     summary = method.prediction_diagnostics()
     assert summary["refit_steps_max"] == 1 and summary["refit_not_converged"] == 0
-    assert summary["refit_grad_norm_max"] <= method.refit_grad_tol
+    assert summary["refit_grad_norm_max"] <= method.refit.grad_tol
 
 
 def test_rank_one_preconditioner_is_the_inverse_of_the_updated_precision():
@@ -68,8 +71,8 @@ def test_converged_refit_matches_a_long_lbfgs_refit(small_tanh_network):
     the normalised log PPD (both normalised by the same quadrature constant) agrees with
     the one from independent L-BFGS refits to 1e-3 nats, and both optimisers converged."""
     splits, base = small_tanh_network
-    method = NetworkSSLA(structure="dense", protocol="corrected", refit="newton",
-                         fine_grid_points=9, fine_grid_sds=2.0, refit_grad_tol=1e-8)
+    method = NetworkSSLA(structure="dense", objective=GaussianObjective(),
+                         refit=NewtonRefit(grad_tol=1e-8), fine_grid_points=9, fine_grid_sds=2.0)
     diagnostics = method.fit(splits, 42, base)
     assert diagnostics["base_map_converged"] and diagnostics["base_map_log_joint_gain"] > 0
     x = splits.x_test[:1].double()
@@ -79,7 +82,7 @@ def test_converged_refit_matches_a_long_lbfgs_refit(small_tanh_network):
     problem = LogJointProblem(base.shape, method.x, method.y, base.noise_variance,
                               base.prior_precision, x.expand(len(grid), -1), grid)
     pairs = [1, 4, 7]
-    reference = method.outcome.thetas.clone()
+    reference = method.refit.outcome.thetas.clone()
     for row in pairs:
         reference[row] = lbfgs_refit(problem, method.anchor, row, grad_tol=1e-8)
     assert gradient_norm(problem, reference[pairs], pairs).max() <= 1e-5
@@ -87,23 +90,22 @@ def test_converged_refit_matches_a_long_lbfgs_refit(small_tanh_network):
     method._refits = lambda x, grid: reference
     lbfgs_log = method.predict(x).log_density[0, pairs]
     assert (newton_log - lbfgs_log).abs().max() <= 1e-3
-    assert method.outcome is not None
+    assert method.refit.outcome is not None
 
 
 def test_refits_stopped_by_the_step_limit_are_counted_as_not_converged(small_tanh_network):
     splits, base = small_tanh_network
-    method = NetworkSSLA(structure="diag", protocol="corrected", refit="newton",
+    method = NetworkSSLA(structure="diag", objective=GaussianObjective(), refit=NewtonRefit(),
                          fine_grid_points=5, refit_max_steps=1, base_max_steps=2)
     diagnostics = method.fit(splits, 42, base)
     assert diagnostics["base_map_steps"] == 2 and not diagnostics["base_map_converged"]
     method.predict(splits.x_test[:2].double())
     summary = method.prediction_diagnostics()
     assert summary["refit_not_converged"] == 10 and summary["refit_steps_max"] == 1
-    assert summary["refit_grad_norm_median"] > method.refit_grad_tol
+    assert summary["refit_grad_norm_median"] > method.refit.grad_tol
 
 
-@pytest.mark.parametrize("refit", ["newton", "gauss_newton"])
+@pytest.mark.parametrize("refit", [NewtonRefit, GaussNewtonRefit])
 def test_newton_refits_need_the_corrected_protocol(refit):
-    splits, base, *_ = _linear_problem()
     with pytest.raises(ConfigError, match="protocol=corrected"):
-        NetworkSSLA(structure="diag", protocol="paper", refit=refit).fit(splits, 0, base)
+        NetworkSSLA(structure="diag", objective=AuthorsObjective(), refit=refit())
