@@ -42,7 +42,7 @@ def base_maps_not_converged(records: list[dict]) -> float:
 
 
 def has_converged_refits(records: list[dict]) -> bool:
-    """Whether any record ran SSLA's opt-in converged refit (``method.refit=newton``)."""
+    """Whether any record ran SSLA's opt-in converged refit (``method.refit.name=newton``)."""
     return bool(_refit_counts(records))
 
 
@@ -57,14 +57,16 @@ REFIT_ANCHORS = (
     Anchor(REFIT_LABELS[1], "0 (harness check)", base_maps_not_converged, NONE_ALLOWED,
            applies=has_converged_refits),
 )
-REFIT_CAUSE = ("a refit stopped by method.refit_max_steps / base_max_steps (or a failed line "
-               "search) before |grad log joint| <= method.refit_grad_tol: its log-PPD value is "
+REFIT_CAUSE = ("a refit stopped by method.refit.newton.max_steps / base_max_steps (or a failed "
+               "line search) before |grad log joint| <= method.refit.newton.grad_tol: its log-PPD "
+               "value is "
                "a lower bound; per row the record keeps max/median gradient norm and steps "
                "(metrics <row>/refit_*). A ReLU network's MAP generally sits on kinks "
                "(pre-activations exactly 0) where the gradient does not vanish")
 REFIT_NOTE = (
-    "Corrected SSLA refit: one Gauss-Newton step from theta-hat (method.refit=gauss_newton, "
-    "the default). The opt-in refit=newton (damped Newton on the exact log joint of D + (x, y) "
+    "Corrected SSLA refit: one Gauss-Newton step from theta-hat (method.refit.name="
+    "gauss_newton, the default). The opt-in method.refit.name=newton (damped Newton on the "
+    "exact log joint of D + (x, y) "
     "from the MAP of D, converged at |grad log joint| <= 1e-6) does not converge on this ReLU "
     "network (side run, seed 42): theta-hat has gradient norm 456 and negative Hessian "
     "eigenvalues, and both Newton and full-batch L-BFGS stall near gradient norm 10 on the "
