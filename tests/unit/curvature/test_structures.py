@@ -160,5 +160,5 @@ def test_block_structures_are_moore_penrose_without_a_shift():
 
 def test_unknown_structure_is_a_one_line_config_error():
     with pytest.raises(ConfigError, match=r"^method.structure='low_rank' is not valid; choose "
-                                          r"one of: diag, kfac, dense$"):
+                                          r"one of: diag, kfac, ekfac, bdiag, dense$"):
         ggn(FlatBackend(SHAPE, _theta()), _inputs(3, 0), "low_rank")
