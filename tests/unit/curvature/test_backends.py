@@ -15,6 +15,7 @@ from bench.curvature.flat import FlatBackend
 from bench.curvature.kronecker import layer_vector
 from bench.curvature.module_curvature import ModuleBackend
 from bench.curvature.structures import CURVATURE_STRUCTURES, ggn
+from bench.harness.errors import ConfigError
 from bench.models.mlp import flat_parameters, shape_of
 
 N = 11
@@ -134,3 +135,11 @@ def test_module_backend_without_biases_gives_the_bias_free_layout():
     dense = ggn(backend, x, "dense", w).to_dense()
     mask = torch.block_diag(torch.ones(12, 12), torch.ones(5, 5)).bool()
     torch.testing.assert_close(ggn(backend, x, "bdiag", w).to_dense(), dense * mask)
+
+
+def test_a_dense_module_curvature_too_large_is_one_line_naming_the_limit():
+    x, _ = _data()
+    backend = ModuleBackend(_module(), likelihood="regression", max_block_size=30)
+    with pytest.raises(ConfigError, match="^method.structure=dense: the network has 35 "
+                                          "curvature parameters; .* at most 30$"):
+        ggn(backend, x, "dense")
