@@ -27,9 +27,9 @@ import time
 import torch
 
 from bench.benchmarks.network_ssla import machine, publish
+from bench.curvature.jacobians import jacobian_ggn
 from bench.datasets.snelson import SnelsonGapData
 from bench.harness.rng import make_generator
-from bench.methods.laplace.ggn_laplace import ggn_matrix
 from bench.methods.variational.ggn_natural_gradient import (
     NaturalGradientState,
     ggn_pseudo_data,
@@ -53,7 +53,7 @@ def textbook_step(state: NaturalGradientState, f_hat, jacobians, y, likelihood,
     curvature = torch.zeros_like(state.precision)
     for f_s, jacobian in zip(f_hat, jacobians, strict=True):
         gradient += jacobian.T @ likelihood.residual(f_s, y)
-        curvature += ggn_matrix(jacobian, likelihood.hessian(f_s))
+        curvature += jacobian_ggn(jacobian, likelihood.hessian(f_s))
     gradient /= len(f_hat)
     curvature /= len(f_hat)
     curvature.diagonal().add_(prior_precision)

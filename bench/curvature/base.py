@@ -17,8 +17,16 @@ from torch import Tensor
 
 
 class GGNBackend(Protocol):
-    """Computes the weighted GGN ``sum_i w_i J_i J_i^T`` of a single-output network over inputs
-    ``x`` ``[n, d]`` (``weights`` ``[n]``, all ones when None) in the forms the structures need."""
+    """Computes a network's outer-product curvature ``sum_i w_i J_i^T Lambda_i J_i`` over inputs
+    ``x`` (``weights`` ``[n]``, all ones when None) in the forms the structures need: the
+    unit-noise GGN of a single-output network (:class:`bench.curvature.flat.FlatBackend`,
+    :class:`bench.curvature.curvlinops_backend.CurvlinopsBackend`) or a likelihood's Fisher of
+    an ``nn.Module`` (:class:`bench.curvature.module_curvature.ModuleBackend`). Parameters are
+    in layer order, per layer the weight row-major and then the bias."""
+
+    @property
+    def biases(self) -> tuple[bool, ...] | None:
+        """Per layer whether it has a bias (None: every layer has one)."""
 
     def ggn_matrix(self, x: Tensor, weights: Tensor | None) -> Tensor:
         """The dense ``q x q`` GGN."""
@@ -26,9 +34,18 @@ class GGNBackend(Protocol):
     def ggn_diagonal(self, x: Tensor, weights: Tensor | None) -> Tensor:
         """The GGN's diagonal ``[q]``."""
 
+    def layer_blocks(self, x: Tensor, weights: Tensor | None) -> list[Tensor]:
+        """Per layer the GGN's dense diagonal block, in the layer's parameter order."""
+
     def kronecker_factors(self, x: Tensor, weights: Tensor | None) -> list[tuple[Tensor, Tensor]]:
         """Per layer, K-FAC's ``(A, G)``: the mean second moment of the layer's inputs with a
         trailing 1 (bias), and the weighted sum of output-gradient outer products."""
+
+    def kronecker_eigenvalues(self, x: Tensor, weights: Tensor | None,
+                              bases: list[tuple[Tensor, Tensor]]) -> list[Tensor]:
+        """Per layer EKFAC's eigenvalues ``[out, in (+1)]``: the GGN's layer block in the
+        Kronecker eigenbasis ``U_G kron U_A`` of ``bases = [(U_A, U_G), ...]``, its diagonal
+        ``sum_i w_i (U_G^T grad_i U_A)^2`` (``grad_i`` the layer matrix of ``J_i``'s rows)."""
 
 
 @dataclass(frozen=True, kw_only=True)

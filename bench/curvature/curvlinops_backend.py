@@ -1,8 +1,9 @@
 """The curvlinops backend: GGNs of an ``nn.Module`` from curvlinops-for-pytorch operators.
 
-``GGNLinearOperator`` gives the dense GGN (and its diagonal, read off it: curvlinops 3.0.1
-has no exact diagonal) and ``KFACLinearOperator`` the Kronecker factors, for the modules
-curvlinops supports (``Linear`` and ``Conv2d`` with biases). Conventions mapped onto ours:
+``GGNLinearOperator`` gives the dense GGN (and its diagonal, layer blocks and EKFAC
+eigenvalues, read off it: curvlinops 3.0.1 has no exact diagonal) and ``KFACLinearOperator``
+the Kronecker factors, for the modules curvlinops supports (``Linear`` and ``Conv2d`` with
+biases). Conventions mapped onto ours:
 
 * the loss is ``MSELoss(reduction="sum")``, ``sum_i (f_i - y_i)^2``, whose output Hessian is 2:
   its GGN is twice the unit-noise GGN, so results are halved (with ``"mean"`` they would also
@@ -19,6 +20,8 @@ from __future__ import annotations
 import torch
 from curvlinops import GGNLinearOperator, KFACLinearOperator
 from torch import Tensor, nn
+
+from bench.curvature.eigen_kronecker import eigenbasis_diagonal
 
 SUPPORTED_LAYERS = (nn.Linear, nn.Conv2d)
 
@@ -50,6 +53,11 @@ class CurvlinopsBackend:
         return operator(self.model, nn.MSELoss(reduction="sum"), self.params, data,
                         check_deterministic=False, num_data=len(x), **options)
 
+    @property
+    def biases(self) -> tuple[bool, ...]:
+        """Per supported layer whether it has a bias."""
+        return tuple(layer.bias is not None for layer in self.layers)
+
     def ggn_matrix(self, x: Tensor, weights: Tensor | None) -> Tensor:
         """``GGNLinearOperator @ I``, halved."""
         operator = self._operator(GGNLinearOperator, x, weights)
@@ -58,6 +66,22 @@ class CurvlinopsBackend:
     def ggn_diagonal(self, x: Tensor, weights: Tensor | None) -> Tensor:
         """The dense GGN's diagonal."""
         return self.ggn_matrix(x, weights).diagonal()
+
+    def layer_blocks(self, x: Tensor, weights: Tensor | None) -> list[Tensor]:
+        """The dense GGN's diagonal block of each layer."""
+        matrix, blocks, start = self.ggn_matrix(x, weights), [], 0
+        for layer in self.layers:
+            size = sum(p.numel() for p in layer.parameters())
+            blocks.append(matrix[start:start + size, start:start + size])
+            start += size
+        return blocks
+
+    def kronecker_eigenvalues(self, x: Tensor, weights: Tensor | None,
+                              bases: list[tuple[Tensor, Tensor]]) -> list[Tensor]:
+        """The layer blocks' diagonals in the Kronecker eigenbases (read off the dense GGN)."""
+        return [eigenbasis_diagonal(block, u_a, u_g, has_bias)
+                for block, (u_a, u_g), has_bias in zip(self.layer_blocks(x, weights), bases,
+                                                       self.biases, strict=True)]
 
     def kronecker_factors(self, x: Tensor, weights: Tensor | None) -> list[tuple[Tensor, Tensor]]:
         """``KFACLinearOperator``'s factors per layer: ``(A, G / 2)``."""

@@ -25,6 +25,15 @@ class Dense(Curvature):
         """The full GGN."""
         return cls(backend.ggn_matrix(x, weights))
 
+    @classmethod
+    def factored(cls, matrix: Tensor, cholesky: Tensor) -> Dense:
+        """``matrix`` whose lower Cholesky factor ``cholesky`` the caller has already computed
+        (``cholesky @ cholesky.T == matrix``): solves and draws use it without factorising
+        again. A :meth:`scaled` copy factorises its own matrix."""
+        dense = cls(matrix)
+        dense.__dict__["cholesky"] = cholesky
+        return dense
+
     @property
     def n_params(self) -> int:
         """Number of parameters q."""
@@ -51,24 +60,25 @@ class Dense(Curvature):
         return value if sign > 0 else torch.tensor(-torch.inf, dtype=value.dtype)
 
     @cached_property
-    def _cholesky(self) -> Tensor:
+    def cholesky(self) -> Tensor:
+        """The lower Cholesky factor ``L`` of ``H = L L^T`` (computed once)."""
         return torch.linalg.cholesky(self.to_dense())
 
     def solve(self, b: Tensor) -> Tensor:
         """``H^-1 b`` by two triangular solves."""
         flat = b.reshape(-1, b.shape[-1]).T
-        return torch.cholesky_solve(flat, self._cholesky).T.reshape(b.shape)
+        return torch.cholesky_solve(flat, self.cholesky).T.reshape(b.shape)
 
     def inverse_quadratic_form(self, u: Tensor) -> Tensor:
         """``|L^-1 u|^2`` with ``H = L L^T`` (never negative)."""
-        whitened = torch.linalg.solve_triangular(self._cholesky, u.reshape(-1, u.shape[-1]).T,
+        whitened = torch.linalg.solve_triangular(self.cholesky, u.reshape(-1, u.shape[-1]).T,
                                                  upper=False)
         return (whitened**2).sum(0).reshape(u.shape[:-1])
 
     def inverse_sqrt(self, z: Tensor) -> Tensor:
         """``L^-T z``."""
         flat = z.reshape(-1, z.shape[-1]).T
-        return torch.linalg.solve_triangular(self._cholesky.T, flat, upper=True).T.reshape(z.shape)
+        return torch.linalg.solve_triangular(self.cholesky.T, flat, upper=True).T.reshape(z.shape)
 
     def plus(self, other: Dense) -> Dense:
         """The dense sum."""
@@ -85,6 +95,17 @@ class BlockDiagonal(Curvature):
     index: tuple[Tensor, ...]
     blocks: tuple[Tensor, ...]
     dimension: int
+
+    @classmethod
+    def from_backend(cls, backend: GGNBackend, x: Tensor,
+                     weights: Tensor | None) -> BlockDiagonal:
+        """The GGN's dense block of each layer (zero between layers)."""
+        blocks = backend.layer_blocks(x, weights)
+        index, start = [], 0
+        for block in blocks:
+            index.append(torch.arange(start, start + block.shape[0], device=block.device))
+            start += block.shape[0]
+        return cls(tuple(index), tuple(blocks), start)
 
     @classmethod
     def of(cls, matrix: Tensor, index: list[Tensor]) -> BlockDiagonal:

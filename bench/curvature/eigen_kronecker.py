@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from bench.curvature.base import Curvature
+from bench.curvature.base import Curvature, GGNBackend
 from bench.curvature.dense import BlockDiagonal
 from bench.curvature.kronecker import Kronecker, layer_matrix, layer_vector
 from bench.curvature.linalg import symmetric_eigh
@@ -39,6 +39,17 @@ class EigenKronecker(Curvature):
     def has_bias(self, layer: int) -> bool:
         """Whether ``layer`` has a bias (a trailing 1 in its input basis)."""
         return True if self.biases is None else bool(self.biases[layer])
+
+    @classmethod
+    def from_backend(cls, backend: GGNBackend, x: Tensor,
+                     weights: Tensor | None) -> EigenKronecker:
+        """EKFAC of the GGN: K-FAC's factors from one pass, their eigenbases, and the
+        eigenvalues refitted in that basis from a second pass."""
+        kfac = Kronecker.from_backend(backend, x, weights)
+        bases = [(symmetric_eigh(a)[1], symmetric_eigh(g)[1]) for a, g in kfac.factors]
+        eigenvalues = backend.kronecker_eigenvalues(x, weights, bases)
+        return cls(tuple((u_a, u_g, s) for (u_a, u_g), s in
+                         zip(bases, eigenvalues, strict=True)), kfac.biases)
 
     @classmethod
     def from_kronecker(cls, kfac: Kronecker) -> EigenKronecker:
@@ -115,3 +126,17 @@ class EigenKronecker(Curvature):
             blocks.append(mine + theirs)
             start += mine.shape[0]
         return BlockDiagonal(tuple(index), tuple(blocks), start)
+
+
+def eigenbasis_diagonal(block: Tensor, u_a: Tensor, u_g: Tensor, has_bias: bool = True) -> Tensor:
+    """The diagonal of a layer's dense block (in the layer's parameter order) in the basis
+    ``U_G kron U_A`` of the layer matrix ``V``, as ``[out, in (+1)]``: EKFAC's eigenvalues of
+    an exactly known block."""
+    fan_out, width = u_g.shape[0], u_a.shape[0]
+    order = layer_vector(torch.arange(fan_out * width, device=block.device)
+                         .reshape(fan_out, width), has_bias)
+    inverse = torch.empty_like(order)
+    inverse[order] = torch.arange(len(order), device=block.device)
+    in_matrix_order = block[inverse][:, inverse]
+    basis = torch.kron(u_g, u_a)
+    return ((basis.T @ in_matrix_order) * basis.T).sum(1).reshape(fan_out, width)

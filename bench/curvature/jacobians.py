@@ -1,4 +1,5 @@
-"""Jacobians ``d f(x_n) / d theta`` of a single-output network, one row per input.
+"""Jacobians ``d f(x_n) / d theta`` of a single-output network, one row per input, and the
+GGN built from such rows (:func:`jacobian_ggn`).
 
 The rows are in the layout of the module's parameters (``named_parameters()`` order, each
 tensor flattened row-major), the layout of :func:`flat_parameters`. They are computed with
@@ -37,3 +38,10 @@ def output_jacobians(model: nn.Module, x: Tensor, batch_size: int | None = None)
         blocks.append(torch.cat([rows[name].reshape(len(chunk), -1) for name in params], dim=1))
     return torch.cat(blocks) if blocks else x.new_zeros((0, sum(v.numel() for v in
                                                                   params.values())))
+
+
+def jacobian_ggn(jacobian: Tensor, weights: Tensor) -> Tensor:
+    """``G = sum_i w_i J_i^T J_i`` ``[P, P]`` for rows ``J_i`` of ``jacobian`` ``[N, P]``
+    (negative weights count as zero), as ``R^T R`` with ``R = diag(sqrt(w)) J``."""
+    rows = jacobian * weights.clamp_min(0).sqrt().unsqueeze(1)
+    return rows.T @ rows

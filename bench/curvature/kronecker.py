@@ -42,7 +42,7 @@ class Kronecker(Curvature):
     @classmethod
     def from_backend(cls, backend: GGNBackend, x: Tensor, weights: Tensor | None) -> Kronecker:
         """K-FAC of the GGN (the weights enter the output-gradient factor only)."""
-        return cls(tuple(backend.kronecker_factors(x, weights)))
+        return cls(tuple(backend.kronecker_factors(x, weights)), backend.biases)
 
     @property
     def n_params(self) -> int:

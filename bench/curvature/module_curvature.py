@@ -21,8 +21,10 @@ Each ``v`` is backpropagated once to every layer's output; with the layer's inpu
 over (in, kh, kw) for a Conv2d, the weight's own flattening) this gives per-example gradients
 in the layout of the parameters: per layer the weight row-major, then the bias, layers in
 module order (``parameters()`` order for the usual networks with the normalisation layers'
-parameters left out, checked by :func:`curvature_layers`). Structures (:data:`STRUCTURES`),
-as :mod:`bench.curvature` classes:
+parameters left out, checked by :func:`curvature_layers`). :class:`ModuleBackend` serves these
+sums as a :class:`bench.curvature.base.GGNBackend`, so every structure is built from it the
+way it is built from the other backends (:mod:`bench.curvature.structures`); the structures
+of ``method.structure`` here (:data:`STRUCTURES`):
 
 * ``diag``: :class:`Diagonal`, the summed squared per-example gradients;
 * ``kfac``: :class:`Kronecker` with curvlinops' KFAC-expand conventions (input factor the
@@ -35,15 +37,17 @@ as :mod:`bench.curvature` classes:
   ``max_block_size`` parameters per layer).
 
 Our own accumulation rather than curvlinops' operators: one pass of per-example gradients
-serves all four structures (curvlinops 3.0.1 has no exact diagonal and no per-layer dense
-blocks), labels are drawn from an explicit generator, and the Gaussian likelihood of the
-regression toy goes through the same code. Accumulators are float64.
+serves each structure (two for EKFAC; a ``dense`` curvature over all layers is also served;
+curvlinops 3.0.1 has no exact diagonal and no per-layer dense blocks), labels are drawn from
+an explicit generator, and the Gaussian likelihood of the regression toy goes through the same
+code. Accumulators are float64 (:mod:`bench.curvature.gradient_sums`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -51,20 +55,25 @@ from torch import Tensor, nn
 from torch.func import functional_call
 
 from bench.curvature.base import Curvature
-from bench.curvature.dense import BlockDiagonal
-from bench.curvature.diagonal import Diagonal
-from bench.curvature.eigen_kronecker import EigenKronecker
-from bench.curvature.kronecker import Kronecker, layer_vector
-from bench.curvature.linalg import symmetric_eigh
+from bench.curvature.gradient_sums import (
+    LayerBatch,
+    eigenbasis_squared_sums,
+    flatten_layer,
+    kronecker_sums,
+    layer_outer_product_sums,
+    outer_product_sum,
+    squared_gradient_sums,
+)
+from bench.curvature.structures import structure_class, structures_named
 from bench.harness.errors import ConfigError, require_choice, require_positive
 
-STRUCTURES = ("diag", "kfac", "ekfac", "bdiag")
+# The structures of ``method.structure`` for an nn.Module's curvature.
+STRUCTURES = structures_named("diag", "kfac", "ekfac", "bdiag")
 FISHER_TYPES = ("type-2", "mc", "empirical")
 LIKELIHOODS = ("classification", "regression")
 SUPPORTED_LAYERS = (nn.Linear, nn.Conv2d)
 # Kept at their MAP values, outside the curvature (and the posterior).
 NORMALISATION_LAYERS = (nn.modules.batchnorm._NormBase, nn.LayerNorm, nn.GroupNorm)
-ACCUMULATE = torch.float64
 
 
 @dataclass(frozen=True)
@@ -175,56 +184,128 @@ def _layer_output_grad(layer: CurvatureLayer, grad: Tensor) -> Tensor:
     return grad.reshape(grad.shape[0], -1, grad.shape[-1])
 
 
-def _flatten_layer(matrix: Tensor, has_bias: bool) -> Tensor:
-    """``[..., out, in (+1)]`` to the layer's flat parameter layout."""
-    return layer_vector(matrix) if has_bias else matrix.flatten(-2)
-
-
 @dataclass
-class _Batch:
-    """One minibatch: per layer its inputs and the gradients of each output vector."""
+class ModuleBackend:
+    """The :class:`bench.curvature.base.GGNBackend` of an ``nn.Module``: the curvature of
+    ``likelihood`` (``fisher_type``, ``mc_samples``, ``noise_std``; see the module doc) over
+    the weights (and biases) of its Linear and Conv2d layers, accumulated from per-example
+    gradients in minibatches of ``batch_size``. A method's ``x`` are the model's inputs
+    (``labels`` their targets, for ``empirical``); ``x`` may live on the CPU, minibatches move
+    to the model's device. ``generator`` (on that device) draws the ``mc`` labels, fresh
+    ones in every pass. The network is in eval mode during a pass (normalisation layers at
+    their trained values; the mode is restored afterwards). Per-point ``weights`` scale each
+    point's output vectors by ``sqrt(w)``. A layer block (or a dense matrix) of more than
+    ``max_block_size`` parameters is a one-line error."""
 
-    inputs: list[Tensor]
-    grads: list[list[Tensor]]  # [k][layer]
+    model: nn.Module
+    labels: Tensor | None = None
+    likelihood: str = "classification"
+    fisher_type: str = "type-2"
+    mc_samples: int = 1
+    noise_std: float = 1.0
+    batch_size: int = 256
+    generator: torch.Generator | None = None
+    max_block_size: int = 5000
+    layers: list[CurvatureLayer] = field(init=False)
 
+    def __post_init__(self) -> None:
+        require_choice("method.fisher_type", self.fisher_type, FISHER_TYPES)
+        require_choice("method.likelihood", self.likelihood, LIKELIHOODS)
+        require_positive("method.mc_samples", self.mc_samples)
+        if self.fisher_type == "empirical" and self.labels is None:
+            raise ValueError("the empirical Fisher needs the training labels")
+        self.layers = curvature_layers(self.model)
 
-def _batches(model: nn.Module, layers: list[CurvatureLayer], inputs: Tensor,
-             labels: Tensor | None, options: dict, batch_size: int,
-             generator: torch.Generator | None) -> Iterator[_Batch]:
-    """Forward and ``K`` backward passes per minibatch, with layer inputs and output grads."""
-    device = next(model.parameters()).device
-    params = {n: p.detach().requires_grad_(True) for n, p in model.named_parameters()}
-    seen: dict[str, tuple[Tensor, Tensor]] = {}
+    @property
+    def biases(self) -> tuple[bool, ...]:
+        """Per curvature layer whether it has a bias."""
+        return tuple(lay.has_bias for lay in self.layers)
 
-    def record(name):
-        return lambda _module, args, out: seen.__setitem__(name, (args[0], out))
+    def ggn_diagonal(self, x: Tensor, weights: Tensor | None) -> Tensor:
+        """The summed squared per-example gradients."""
+        with self._evaluating():
+            squares = squared_gradient_sums(self._batches(x, weights), len(self.layers))
+        return torch.cat([flatten_layer(d, bias) for d, bias in
+                          zip(squares, self.biases, strict=True)])
 
-    for start in range(0, len(inputs), batch_size):
-        x = inputs[start:start + batch_size].to(device)
-        y = None if labels is None else labels[start:start + batch_size].to(device)
-        hooks = [lay.module.register_forward_hook(record(lay.name)) for lay in layers]
+    def layer_blocks(self, x: Tensor, weights: Tensor | None) -> list[Tensor]:
+        """The exact dense block of each layer."""
+        for lay in self.layers:
+            if lay.n_params > self.max_block_size:
+                gib = lay.n_params**2 * 8 / 2**30
+                raise ConfigError(
+                    f"method.structure=bdiag: layer {lay.name!r} has {lay.n_params} parameters "
+                    f"(a {gib:.1f} GiB dense block); B-Diag is only feasible for layers of at "
+                    f"most {self.max_block_size} parameters")
+        with self._evaluating():
+            return layer_outer_product_sums(self._batches(x, weights), list(self.biases))
+
+    def ggn_matrix(self, x: Tensor, weights: Tensor | None) -> Tensor:
+        """The dense curvature over every layer's parameters."""
+        n_params = sum(lay.n_params for lay in self.layers)
+        if n_params > self.max_block_size:
+            raise ConfigError(f"method.structure=dense: the network has {n_params} curvature "
+                              f"parameters; a dense curvature is only feasible for at most "
+                              f"{self.max_block_size}")
+        with self._evaluating():
+            return outer_product_sum(self._batches(x, weights), list(self.biases))
+
+    def kronecker_factors(self, x: Tensor, weights: Tensor | None) -> list[tuple[Tensor, Tensor]]:
+        """K-FAC with curvlinops' KFAC-expand conventions (module doc)."""
+        with self._evaluating():
+            return kronecker_sums(self._batches(x, weights), len(self.layers))
+
+    def kronecker_eigenvalues(self, x: Tensor, weights: Tensor | None,
+                              bases: list[tuple[Tensor, Tensor]]) -> list[Tensor]:
+        """EKFAC's eigenvalues from a pass of rotated per-example gradients."""
+        with self._evaluating():
+            return eigenbasis_squared_sums(self._batches(x, weights), bases)
+
+    @contextmanager
+    def _evaluating(self) -> Iterator[None]:
+        training = self.model.training
+        self.model.eval()
         try:
-            with torch.enable_grad():
-                output = functional_call(model, params, (x,))
+            yield
         finally:
-            for hook in hooks:
-                hook.remove()
-        outputs = [seen[lay.name][1] for lay in layers]
-        vectors = output_vectors(output, y, generator=generator, **options)
-        grads = []
-        for k, vector in enumerate(vectors):
-            layer_grads = torch.autograd.grad(output, outputs, grad_outputs=vector,
-                                              retain_graph=k < len(vectors) - 1)
-            grads.append([_layer_output_grad(lay, g)
-                          for lay, g in zip(layers, layer_grads, strict=True)])
-        layer_inputs = [_layer_input(lay, seen[lay.name][0].detach()) for lay in layers]
-        seen.clear()
-        yield _Batch(layer_inputs, grads)
+            self.model.train(training)
 
+    def _batches(self, inputs: Tensor, weights: Tensor | None) -> Iterator[LayerBatch]:
+        """Forward and ``K`` backward passes per minibatch, with layer inputs and output
+        grads."""
+        model, layers = self.model, self.layers
+        device = next(model.parameters()).device
+        params = {n: p.detach().requires_grad_(True) for n, p in model.named_parameters()}
+        seen: dict[str, tuple[Tensor, Tensor]] = {}
 
-def _per_example(g: Tensor, a: Tensor) -> Tensor:
-    """Per-example gradients ``[n, out, in (+1)]`` from output grads and inputs."""
-    return torch.einsum("npo,npi->noi", g, a)
+        def record(name):
+            return lambda _module, args, out: seen.__setitem__(name, (args[0], out))
+
+        for start in range(0, len(inputs), self.batch_size):
+            window = slice(start, start + self.batch_size)
+            x = inputs[window].to(device)
+            y = None if self.labels is None else self.labels[window].to(device)
+            hooks = [lay.module.register_forward_hook(record(lay.name)) for lay in layers]
+            try:
+                with torch.enable_grad():
+                    output = functional_call(model, params, (x,))
+            finally:
+                for hook in hooks:
+                    hook.remove()
+            outputs = [seen[lay.name][1] for lay in layers]
+            vectors = output_vectors(output, y, self.likelihood, self.fisher_type,
+                                     self.mc_samples, self.noise_std, self.generator)
+            if weights is not None:
+                vectors = vectors * weights[window].to(device).sqrt().unsqueeze(-1)
+            grads = []
+            for k, vector in enumerate(vectors):
+                layer_grads = torch.autograd.grad(output, outputs, grad_outputs=vector,
+                                                  retain_graph=k < len(vectors) - 1)
+                grads.append([_layer_output_grad(lay, g)
+                              for lay, g in zip(layers, layer_grads, strict=True)])
+            layer_inputs = [_layer_input(lay, seen[lay.name][0].detach()) for lay in layers]
+            seen.clear()
+            yield LayerBatch(layer_inputs, grads)
 
 
 def module_curvature(model: nn.Module, inputs: Tensor, labels: Tensor | None, structure: str,
@@ -232,119 +313,10 @@ def module_curvature(model: nn.Module, inputs: Tensor, labels: Tensor | None, st
                      mc_samples: int = 1, noise_std: float = 1.0, batch_size: int = 256,
                      generator: torch.Generator | None = None,
                      max_block_size: int = 5000) -> Curvature:
-    """The curvature of ``model`` over ``inputs`` (labels for ``empirical``) in ``structure``,
-    over the weights (and biases) of its Linear and Conv2d layers, with the network in eval
-    mode (normalisation layers at their trained values; the mode is restored afterwards).
-
-    ``inputs`` may live on the CPU: minibatches of ``batch_size`` move to the model's device.
-    ``generator`` (on that device) draws the ``mc`` labels. A ``bdiag`` layer with more than
-    ``max_block_size`` parameters is a one-line error (its dense block would not fit).
-    """
-    require_choice("method.structure", structure, STRUCTURES)
-    require_choice("method.fisher_type", fisher_type, FISHER_TYPES)
-    require_choice("method.likelihood", likelihood, LIKELIHOODS)
-    require_positive("method.mc_samples", mc_samples)
-    if fisher_type == "empirical" and labels is None:
-        raise ValueError("the empirical Fisher needs the training labels")
-    layers = curvature_layers(model)
-    if structure == "bdiag":
-        for lay in layers:
-            if lay.n_params > max_block_size:
-                gib = lay.n_params**2 * 8 / 2**30
-                raise ConfigError(
-                    f"method.structure=bdiag: layer {lay.name!r} has {lay.n_params} parameters "
-                    f"(a {gib:.1f} GiB dense block); B-Diag is only feasible for layers of at "
-                    f"most {max_block_size} parameters")
-    options = {"likelihood": likelihood, "fisher_type": fisher_type,
-               "mc_samples": mc_samples, "noise_std": noise_std}
-    training = model.training
-    model.eval()
-    try:
-        return _structured_curvature(
-            structure, layers,
-            lambda: _batches(model, layers, inputs, labels, options, batch_size, generator))
-    finally:
-        model.train(training)
-
-
-def _structured_curvature(structure: str, layers: list[CurvatureLayer],
-                          passes: Callable[[], Iterator[_Batch]]) -> Curvature:
-    """Accumulate ``structure`` from fresh passes over the data (two for EKFAC)."""
-    if structure == "diag":
-        return Diagonal(torch.cat([_flatten_layer(d, lay.has_bias) for lay, d in
-                                   zip(layers, _accumulate_diagonal(passes(), len(layers)),
-                                       strict=True)]))
-    if structure == "bdiag":
-        blocks = _accumulate_blocks(passes(), layers)
-        index, start = [], 0
-        for block in blocks:
-            index.append(torch.arange(start, start + block.shape[0], device=block.device))
-            start += block.shape[0]
-        return BlockDiagonal(tuple(index), tuple(blocks), start)
-    biases = tuple(lay.has_bias for lay in layers)
-    kfac = Kronecker(tuple(_accumulate_kronecker(passes(), len(layers))), biases)
-    if structure == "kfac":
-        return kfac
-    bases = [(symmetric_eigh(a)[1], symmetric_eigh(g)[1])
-             for a, g in kfac.factors]
-    eigenvalues = _accumulate_eigenvalues(passes(), bases)
-    return EigenKronecker(tuple((u_a, u_g, s) for (u_a, u_g), s in
-                                zip(bases, eigenvalues, strict=True)), biases)
-
-
-def _accumulate_diagonal(batches: Iterator[_Batch], n_layers: int) -> list[Tensor]:
-    """Per layer ``sum_nk grad_nk^2`` as ``[out, in (+1)]``."""
-    total: list[Tensor | int] = [0] * n_layers
-    for batch in batches:
-        for grads in batch.grads:
-            for i, (a, g) in enumerate(zip(batch.inputs, grads, strict=True)):
-                if a.shape[1] == 1:  # no weight sharing: (g a^T)^2 = g^2 a^2^T
-                    square = torch.einsum("no,ni->oi", g[:, 0] ** 2, a[:, 0] ** 2)
-                else:
-                    square = (_per_example(g, a) ** 2).sum(0)
-                total[i] = total[i] + square.to(ACCUMULATE)
-    return total
-
-
-def _accumulate_kronecker(batches: Iterator[_Batch], n_layers: int
-                          ) -> list[tuple[Tensor, Tensor]]:
-    """Per layer ``(A, G)``: ``A`` the mean of ``q q^T`` over data and positions, ``G`` the sum
-    of ``g g^T`` over data, positions and output vectors."""
-    inputs: list[Tensor | int] = [0] * n_layers
-    grads: list[Tensor | int] = [0] * n_layers
-    count = [0] * n_layers
-    for batch in batches:
-        for i, a in enumerate(batch.inputs):
-            flat = a.reshape(-1, a.shape[-1])
-            inputs[i] = inputs[i] + (flat.T @ flat).to(ACCUMULATE)
-            count[i] += flat.shape[0]
-        for layer_grads in batch.grads:
-            for i, g in enumerate(layer_grads):
-                flat = g.reshape(-1, g.shape[-1])
-                grads[i] = grads[i] + (flat.T @ flat).to(ACCUMULATE)
-    return [(a / c, g) for a, g, c in zip(inputs, grads, count, strict=True)]
-
-
-def _accumulate_eigenvalues(batches: Iterator[_Batch], bases: list[tuple[Tensor, Tensor]]
-                            ) -> list[Tensor]:
-    """Per layer ``sum_nk (U_G^T grad_nk U_Q)^2`` ``[out, in (+ 1)]`` (EKFAC's eigenvalues)."""
-    total: list[Tensor | int] = [0] * len(bases)
-    for batch in batches:
-        rotated_inputs = [a @ u_a.to(a.dtype) for a, (u_a, _) in
-                          zip(batch.inputs, bases, strict=True)]
-        for grads in batch.grads:
-            for i, (a, g) in enumerate(zip(rotated_inputs, grads, strict=True)):
-                rotated = _per_example(g @ bases[i][1].to(g.dtype), a)
-                total[i] = total[i] + (rotated**2).sum(0).to(ACCUMULATE)
-    return total
-
-
-def _accumulate_blocks(batches: Iterator[_Batch], layers: list[CurvatureLayer]) -> list[Tensor]:
-    """Per layer the dense ``sum_nk grad_nk grad_nk^T`` in the layer's parameter layout."""
-    total: list[Tensor | int] = [0] * len(layers)
-    for batch in batches:
-        for grads in batch.grads:
-            for i, (a, g) in enumerate(zip(batch.inputs, grads, strict=True)):
-                flat = _flatten_layer(_per_example(g, a), layers[i].has_bias).to(ACCUMULATE)
-                total[i] = total[i] + flat.T @ flat
-    return total
+    """The curvature of ``model`` over ``inputs`` (labels for ``empirical``) in the structure
+    named ``structure`` (one of :data:`STRUCTURES`), built from a :class:`ModuleBackend` with
+    the other arguments (see there)."""
+    chosen = structure_class(structure, STRUCTURES)
+    backend = ModuleBackend(model, labels, likelihood, fisher_type, mc_samples, noise_std,
+                            batch_size, generator, max_block_size)
+    return chosen.from_backend(backend, inputs, None)

@@ -1,11 +1,19 @@
 """Curvature structures by name, and the GGN of a network in any of them.
 
-The GGN with unit noise is ``sum_i J_i J_i^T`` (J_i the output's gradient at x_i). Structures
-(:data:`STRUCTURES`): ``diag`` (its diagonal), ``kfac`` (per layer, the Kronecker product of
-the mean input second moment and the output-gradient second moment, as nngeometry's
-PMatKFAC) and ``dense`` (q x q). A backend computes the GGN's pieces: the flat-parameter MLP
-formulas (:class:`bench.curvature.flat.FlatBackend`, the default) or curvlinops operators on
-an ``nn.Module`` (:class:`bench.curvature.curvlinops_backend.CurvlinopsBackend`).
+Every structure is built one way, ``cls.from_backend(backend, x, weights)``, from a
+:class:`bench.curvature.base.GGNBackend` that computes the GGN's pieces: the flat-parameter
+MLP formulas (:class:`bench.curvature.flat.FlatBackend`), curvlinops operators on an
+``nn.Module`` (:class:`bench.curvature.curvlinops_backend.CurvlinopsBackend`) or per-example
+gradients of an ``nn.Module`` under a likelihood
+(:class:`bench.curvature.module_curvature.ModuleBackend`). A config names a structure; the
+name is looked up here once, at the config boundary (:func:`structure_class`), in
+:data:`CURVATURE_STRUCTURES`: ``diag`` (the GGN's diagonal), ``kfac`` (per layer, the Kronecker
+product of the mean input second moment and the output-gradient second moment, as
+nngeometry's PMatKFAC), ``ekfac`` (K-FAC's eigenbases with refitted eigenvalues), ``bdiag``
+(the dense block of each layer) and ``dense`` (q x q). A method offers the subset of names it
+supports (:func:`structures_named`): :data:`STRUCTURES` for the flat-network GGN methods.
+
+The GGN with unit noise is ``sum_i J_i J_i^T`` (J_i the output's gradient at x_i).
 """
 
 from __future__ import annotations
@@ -13,17 +21,31 @@ from __future__ import annotations
 from torch import Tensor
 
 from bench.curvature.base import Curvature, GGNBackend
-from bench.curvature.dense import Dense
+from bench.curvature.dense import BlockDiagonal, Dense
 from bench.curvature.diagonal import Diagonal
+from bench.curvature.eigen_kronecker import EigenKronecker
 from bench.curvature.kronecker import Kronecker
 from bench.harness.errors import require_choice
 
-STRUCTURES: dict[str, type[Curvature]] = {"diag": Diagonal, "kfac": Kronecker, "dense": Dense}
+CURVATURE_STRUCTURES: dict[str, type[Curvature]] = {
+    "diag": Diagonal, "kfac": Kronecker, "ekfac": EigenKronecker, "bdiag": BlockDiagonal,
+    "dense": Dense}
 
 
-def structure_class(name: str) -> type[Curvature]:
-    """The structure registered as ``name`` (a one-line ConfigError for unknown names)."""
-    return STRUCTURES[require_choice("method.structure", name, STRUCTURES)]
+def structures_named(*names: str) -> dict[str, type[Curvature]]:
+    """The registered structures ``names``, in that order (a method's choices)."""
+    return {name: CURVATURE_STRUCTURES[name] for name in names}
+
+
+# The structures of the flat-network GGN methods' ``method.structure`` (SSLA).
+STRUCTURES = structures_named("diag", "kfac", "dense")
+
+
+def structure_class(name: str, choices: dict[str, type[Curvature]] = CURVATURE_STRUCTURES
+                    ) -> type[Curvature]:
+    """The structure registered as ``name`` among ``choices`` (a one-line ConfigError naming
+    ``method.structure`` and the choices for any other name)."""
+    return choices[require_choice("method.structure", name, choices)]
 
 
 def ggn(backend: GGNBackend, x: Tensor, structure: str,

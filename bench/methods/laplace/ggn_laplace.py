@@ -17,7 +17,9 @@ Chapter 3), for a single-output network with a Gaussian or Bernoulli likelihood
   3.17's correction for the Bernoulli likelihood), equal to the former at a stationary
   ``theta*``.
 
-Everything is float64 by the caller's tensors; ``P x P`` factorisations use Cholesky.
+The posterior's precision is a :class:`bench.curvature.dense.Dense` (``P x P``, Cholesky);
+the ``N x N`` form is :class:`bench.curvature.function_space.FunctionSpaceGGN`. Everything is
+float64 by the caller's tensors.
 """
 
 from __future__ import annotations
@@ -29,21 +31,26 @@ import torch
 from torch import Tensor
 from torch.func import vmap
 
+from bench.curvature.base import Curvature
+from bench.curvature.dense import Dense
+from bench.curvature.function_space import FunctionSpaceGGN
+from bench.curvature.jacobians import jacobian_ggn
 from bench.models.glm_likelihoods import BernoulliLikelihood, Likelihood
 from bench.models.mlp import MLPShape
 
 
 @dataclass(frozen=True)
 class GaussianPosterior:
-    """``N(mean, precision^-1)`` held by the lower Cholesky factor ``L`` of the precision."""
+    """``N(mean, H^-1)`` for a precision ``H`` in any :mod:`bench.curvature` structure (a
+    :class:`bench.curvature.dense.Dense` for the Laplace-GGN and the variational posteriors)."""
 
     mean: Tensor
-    precision_cholesky: Tensor
+    precision: Curvature
 
     @classmethod
     def from_precision(cls, mean: Tensor, precision: Tensor) -> GaussianPosterior:
-        """Factorise ``precision`` (symmetric positive definite)."""
-        return cls(mean, torch.linalg.cholesky(precision))
+        """The posterior with a dense precision matrix (symmetric positive definite)."""
+        return cls(mean, Dense(precision))
 
     @property
     def n_params(self) -> int:
@@ -51,98 +58,36 @@ class GaussianPosterior:
         return int(self.mean.shape[0])
 
     def sample(self, n: int, generator: torch.Generator) -> Tensor:
-        """``n`` draws ``[n, P]``: ``mean + L^-T z`` with ``z ~ N(0, I)`` from ``generator``."""
+        """``n`` draws ``[n, P]``: ``mean + H^-1/2 z`` with ``z ~ N(0, I)`` drawn from
+        ``generator`` as ``[P, n]``."""
         z = torch.randn(self.n_params, n, generator=generator, dtype=self.mean.dtype)
-        offsets = torch.linalg.solve_triangular(self.precision_cholesky.T, z, upper=True)
-        return self.mean + offsets.T
+        return self.mean + self.precision.inverse_sqrt(z.T)
 
     def solve(self, vector: Tensor) -> Tensor:
-        """``precision^-1 vector``."""
-        return torch.cholesky_solve(vector.unsqueeze(-1), self.precision_cholesky).squeeze(-1)
+        """``H^-1 vector``."""
+        return self.precision.solve(vector)
 
     def function_variance(self, jacobian: Tensor) -> Tensor:
         """``diag(J Sigma J^T)`` for rows ``J`` ``[m, P]``."""
-        v = torch.linalg.solve_triangular(self.precision_cholesky, jacobian.T, upper=False)
-        return (v**2).sum(0)
+        return self.precision.inverse_quadratic_form(jacobian)
 
     def covariance(self) -> Tensor:
         """The dense ``P x P`` covariance (tests, small P)."""
-        return torch.cholesky_inverse(self.precision_cholesky)
-
-    def log_det_precision(self) -> float:
-        """``log det(precision)``."""
-        return float(2 * torch.log(self.precision_cholesky.diagonal()).sum())
+        return self.precision.solve(torch.eye(self.n_params, dtype=self.mean.dtype))
 
 
-def ggn_matrix(jacobian: Tensor, weights: Tensor) -> Tensor:
-    """``G = sum_i w_i J_i^T J_i`` for rows ``J_i`` of ``jacobian`` ``[N, P]`` (``w >= 0``)."""
-    scaled = jacobian * weights.clamp_min(0).sqrt().unsqueeze(1)
-    return scaled.T @ scaled
-
-
-def laplace_ggn_precision(jacobian: Tensor, weights: Tensor, prior_precision: float) -> Tensor:
-    """``delta I + J^T Lambda J`` (eq. 3.11 with ``Sigma_0 = delta^-1 I``)."""
-    precision = ggn_matrix(jacobian, weights)
-    precision.diagonal().add_(prior_precision)
-    return precision
-
-
-@dataclass(frozen=True)
-class FunctionSpaceGGN:
-    """The Laplace-GGN in function space (Theorem 3.2): only ``N x N`` matrices.
-
-    ``B = I + delta^-1 W^1/2 J J^T W^1/2`` with ``W = diag(Lambda_i)`` and its Cholesky factor.
-    By Sylvester's identity ``log det(delta I + J^T W J) = P log delta + log det B``, and by
-    Woodbury ``J* Sigma J*^T = delta^-1 J* J*^T - delta^-2 (J* J^T W^1/2) B^-1 (W^1/2 J J*^T)``
-    (no inverse of ``W``, so a saturated Bernoulli point with ``Lambda = 0`` is fine).
-    """
-
-    jacobian: Tensor
-    root_weights: Tensor
-    prior_precision: float
-    b_cholesky: Tensor
-
-    @classmethod
-    def fit(cls, jacobian: Tensor, weights: Tensor, prior_precision: float) -> FunctionSpaceGGN:
-        """Build ``B`` from the training Jacobian ``[N, P]`` and the weights ``Lambda_i``."""
-        root = weights.clamp_min(0).sqrt()
-        scaled = jacobian * root.unsqueeze(1)
-        b = scaled @ scaled.T / prior_precision
-        b.diagonal().add_(1.0)
-        return cls(jacobian, root, float(prior_precision), torch.linalg.cholesky(b))
-
-    @property
-    def n_params(self) -> int:
-        """Dimension P."""
-        return int(self.jacobian.shape[1])
-
-    def log_det_precision(self) -> float:
-        """``log det(delta I + J^T W J)``."""
-        return (self.n_params * math.log(self.prior_precision)
-                + float(2 * torch.log(self.b_cholesky.diagonal()).sum()))
-
-    def solve(self, vector: Tensor) -> Tensor:
-        """``Sigma v = delta^-1 v - delta^-2 J^T W^1/2 B^-1 W^1/2 J v`` (Woodbury)."""
-        projected = (self.jacobian @ vector) * self.root_weights
-        inner = torch.cholesky_solve(projected.unsqueeze(1), self.b_cholesky).squeeze(1)
-        return (vector / self.prior_precision
-                - self.jacobian.T @ (self.root_weights * inner) / self.prior_precision**2)
-
-    def function_variance(self, jacobian: Tensor) -> Tensor:
-        """``diag(J* Sigma J*^T)`` for test rows ``J*`` ``[m, P]``."""
-        cross = (self.jacobian @ jacobian.T) * self.root_weights.unsqueeze(1)
-        v = torch.linalg.solve_triangular(self.b_cholesky, cross, upper=False)
-        return ((jacobian**2).sum(1) / self.prior_precision
-                - (v**2).sum(0) / self.prior_precision**2).clamp_min(0)
+def laplace_ggn_precision(jacobian: Tensor, weights: Tensor, prior_precision: float) -> Dense:
+    """``delta I + J^T Lambda J`` (eq. 3.11 with ``Sigma_0 = delta^-1 I``), ``P x P``."""
+    return Dense(jacobian_ggn(jacobian, weights), shift=float(prior_precision))
 
 
 def log_det_ggn_precision(jacobian: Tensor, weights: Tensor, prior_precision: float) -> float:
-    """``log det(delta I + J^T Lambda J)``: ``N x N`` when ``N < P``, else ``P x P``."""
+    """``log det(delta I + J^T Lambda J)``: in function space (``N x N``,
+    :class:`FunctionSpaceGGN`) when ``N < P``, else ``P x P``."""
     n, p = jacobian.shape
-    if n < p:
-        return FunctionSpaceGGN.fit(jacobian, weights, prior_precision).log_det_precision()
-    precision = laplace_ggn_precision(jacobian, weights, prior_precision)
-    return float(2 * torch.log(torch.linalg.cholesky(precision).diagonal()).sum())
+    precision = (FunctionSpaceGGN.fit(jacobian, weights, prior_precision) if n < p
+                 else laplace_ggn_precision(jacobian, weights, prior_precision))
+    return float(precision.logdet())
 
 
 def laplace_ggn_log_evidence(likelihood: Likelihood, f: Tensor, y: Tensor, jacobian: Tensor,
@@ -232,8 +177,7 @@ def blr_log_evidence(likelihood: Likelihood, f: Tensor, y: Tensor, jacobian: Ten
         surrogate = -0.5 * torch.log(2 * math.pi * noise) - (y - likelihood.mean(f)) ** 2 / (
             2 * noise)
         evidence += float((likelihood.log_prob(f, y) - surrogate).sum())
-    precision = laplace_ggn_precision(jacobian, likelihood.hessian(f), delta)
-    log_det = float(2 * torch.log(torch.linalg.cholesky(precision).diagonal()).sum())
+    log_det = float(laplace_ggn_precision(jacobian, likelihood.hessian(f), delta).logdet())
     p = int(theta.shape[0])
     return evidence + 0.5 * p * math.log(delta) - 0.5 * log_det - 0.5 * delta * float(mean @ mean)
 
@@ -301,6 +245,6 @@ def laplace_ggn_posterior(network: MLPShape, theta: Tensor, x: Tensor,
     with torch.no_grad():
         f = network.forward_1d(theta, x)
     jacobian = network.jacobian(theta, x)
-    precision = laplace_ggn_precision(jacobian, likelihood.hessian(f), prior_precision)
-    posterior = GaussianPosterior.from_precision(theta, precision)
+    posterior = GaussianPosterior(theta, laplace_ggn_precision(jacobian, likelihood.hessian(f),
+                                                               prior_precision))
     return GGNPredictive(network, posterior, theta, likelihood)

@@ -38,6 +38,7 @@ import torch
 from torch import Tensor
 from torch.func import vmap
 
+from bench.curvature.dense import Dense
 from bench.datasets.training_set import TrainingSet
 from bench.harness.errors import ConfigError, require_choice, require_positive
 from bench.harness.progress import progress
@@ -78,8 +79,14 @@ class NaturalGradientState:
 
     @property
     def posterior(self) -> GaussianPosterior:
-        """The state as a :class:`GaussianPosterior` (draws, solves, variances)."""
-        return GaussianPosterior(self.mean, self.precision_cholesky)
+        """The state as a :class:`GaussianPosterior` (draws, solves, variances) with a dense
+        precision that reuses the state's Cholesky factor."""
+        return GaussianPosterior(self.mean, Dense.factored(self.precision,
+                                                           self.precision_cholesky))
+
+    def log_det_precision(self) -> float:
+        """``log det Lambda`` from the Cholesky factor."""
+        return float(2 * torch.log(self.precision_cholesky.diagonal()).sum())
 
 
 def ggn_pseudo_data(algorithm: str, network: MLPShape, state: NaturalGradientState, x: Tensor,
@@ -190,7 +197,7 @@ def run_natural_gradient_vi(algorithm: str, network: MLPShape, x: Tensor, y: Ten
             monitor.update(state.mean, objective_gradient, new.mean)
             trace.mean_change.append(float((new.mean - state.mean).norm()
                                            / state.mean.norm().clamp_min(1e-300)))
-            trace.log_det_precision.append(new.posterior.log_det_precision())
+            trace.log_det_precision.append(new.log_det_precision())
             f_mean = network.forward_1d(new.mean, x)
             trace.train_nll.append(float(-likelihood.log_prob(f_mean, y).sum()))
             trace.gradient_norm.append(monitor.gradient_norms[-1])

@@ -8,6 +8,7 @@ import torch
 
 from bench.curvature.dense import BlockDiagonal, Dense
 from bench.curvature.flat import FlatBackend
+from bench.curvature.function_space import FunctionSpaceGGN
 from bench.curvature.kronecker import Kronecker
 from bench.curvature.structures import STRUCTURES, ggn
 from bench.harness.errors import ConfigError
@@ -48,7 +49,17 @@ def _curvatures() -> dict[str, object]:
     blocks = [torch.tensor([3, 0, 7]), torch.arange(10, 20), torch.tensor([30, 21])]
     out["blocks"] = BlockDiagonal.of(_random_spd(SHAPE.n_params, 4), blocks).scaled(2.0, 0.5)
     out["layer_blocks"] = _layer_blocks(backend, x).scaled(2.0, 0.5)
+    out["function_space"] = _function_space(backend, x[:7]).scaled(2.0, 0.5)
+    out["function_space_sum"] = _function_space(backend, x[:4]).scaled(3.0).plus(
+        _function_space(backend, x[20:25]).scaled(0.5, 0.2))
     return out
+
+
+def _function_space(backend: FlatBackend, x: torch.Tensor) -> FunctionSpaceGGN:
+    """``J^T W J + 0.3 I`` over fewer points than parameters, one weight zero (saturated)."""
+    weights = torch.rand(len(x), generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    weights[0] = 0.0
+    return FunctionSpaceGGN.fit(backend.network.jacobian(backend.theta, x), weights, 0.3)
 
 
 CURVATURES = _curvatures()
@@ -160,5 +171,23 @@ def test_block_structures_are_moore_penrose_without_a_shift():
 
 def test_unknown_structure_is_a_one_line_config_error():
     with pytest.raises(ConfigError, match=r"^method.structure='low_rank' is not valid; choose "
-                                          r"one of: diag, kfac, dense$"):
+                                          r"one of: diag, kfac, ekfac, bdiag, dense$"):
         ggn(FlatBackend(SHAPE, _theta()), _inputs(3, 0), "low_rank")
+
+
+def test_function_space_ggn_is_the_dense_laplace_ggn_precision():
+    backend, x = FlatBackend(SHAPE, _theta()), _inputs(6, 12)
+    weights = torch.rand(6, generator=torch.Generator().manual_seed(13), dtype=torch.float64)
+    jac = backend.network.jacobian(backend.theta, x)
+    function_space = FunctionSpaceGGN.fit(jac, weights, 0.4).scaled(1.5)
+    dense = ggn(backend, x, "dense", weights).scaled(1.5, 0.6)
+    torch.testing.assert_close(function_space.to_dense(), dense.to_dense())
+    torch.testing.assert_close(function_space.logdet(), dense.logdet())
+    rows = _inputs(3, 14) @ torch.ones(2, SHAPE.n_params, dtype=torch.float64)
+    torch.testing.assert_close(function_space.function_variance(rows),
+                               dense.inverse_quadratic_form(rows))
+
+
+def test_function_space_ggn_needs_a_prior():
+    with pytest.raises(ValueError, match="positive shift"):
+        FunctionSpaceGGN(torch.ones(2, 3, dtype=torch.float64), torch.ones(2, dtype=torch.float64))

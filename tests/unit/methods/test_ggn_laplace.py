@@ -81,10 +81,10 @@ def ingredients(likelihood: str, theta: torch.Tensor):
 def test_function_space_log_det_and_variances_equal_the_p_by_p_ones(likelihood):
     lik, f, _, jacobian = ingredients(likelihood, random_theta())
     weights = lik.hessian(f)
-    precision = laplace_ggn_precision(jacobian, weights, DELTA)
+    precision = laplace_ggn_precision(jacobian, weights, DELTA).to_dense()
     assert jacobian.shape[0] < jacobian.shape[1]
     function_space = FunctionSpaceGGN.fit(jacobian, weights, DELTA)
-    assert function_space.log_det_precision() == pytest.approx(
+    assert float(function_space.logdet()) == pytest.approx(
         float(torch.logdet(precision)), rel=1e-12)
     assert log_det_ggn_precision(jacobian, weights, DELTA) == pytest.approx(
         float(torch.logdet(precision)), rel=1e-12)
@@ -107,7 +107,7 @@ def test_saturated_bernoulli_points_are_fine_in_function_space():
     jacobian = TINY.jacobian(random_theta(), toy_data("bernoulli")[0])
     weights = torch.zeros(jacobian.shape[0], dtype=torch.float64)
     weights[:3] = 0.25
-    precision = laplace_ggn_precision(jacobian, weights, DELTA)
+    precision = laplace_ggn_precision(jacobian, weights, DELTA).to_dense()
     assert log_det_ggn_precision(jacobian, weights, DELTA) == pytest.approx(
         float(torch.logdet(precision)), rel=1e-12)
 
@@ -117,8 +117,7 @@ def test_eq_3_18_at_the_blr_mean_is_the_exact_evidence_of_eq_3_19_at_any_theta(l
     theta = random_theta(5)
     lik, f, y, jacobian = ingredients(likelihood, theta)
     precision = laplace_ggn_precision(jacobian, lik.hessian(f), DELTA)
-    mean = blr_mean(lik, f, y, jacobian, theta, GaussianPosterior.from_precision(theta,
-                                                                                 precision))
+    mean = blr_mean(lik, f, y, jacobian, theta, GaussianPosterior(theta, precision))
     assert float((mean - theta).norm()) > 1e-2  # not stationary: the identity is not trivial
     assert blr_log_evidence(lik, f, y, jacobian, theta, DELTA, mean) == pytest.approx(
         linearised_log_evidence(lik, f, y, jacobian, theta, DELTA), rel=1e-10)
@@ -219,7 +218,7 @@ def test_bernoulli_blr_predictive_is_eq_3_16():
     jacobian = TINY.jacobian(theta, x_new)
     covariance = torch.linalg.inv(laplace_ggn_precision(
         TINY.jacobian(theta, x), BernoulliLikelihood().hessian(TINY.forward_1d(theta, x)),
-        DELTA))
+        DELTA).to_dense())
     lam = s * (1 - s)
     torch.testing.assert_close(mean, s)
     torch.testing.assert_close(
