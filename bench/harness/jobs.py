@@ -22,6 +22,7 @@ from omegaconf import DictConfig
 from bench.harness.errors import ConfigError, require_choice
 from bench.harness.finished_jobs import job_identity
 from bench.harness.logs import job_log, logger, publish_job_log, quiet_libraries
+from bench.harness.method_nodes import instantiate_method, method_variants
 from bench.harness.overrides import CONF_DIR
 from bench.harness.provenance import git_state, package_versions
 from bench.harness.records import (
@@ -37,7 +38,6 @@ from bench.harness.records import (
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import check_task_inputs
 from bench.harness.timing import Stopwatch
-from bench.methods.base import instantiate_method, method_variants
 
 # Jobs of this process whose record says failed (``python -m bench.run`` exits 1 if any).
 FAILED_JOBS: list[str] = []

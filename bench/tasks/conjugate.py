@@ -5,19 +5,19 @@ from __future__ import annotations
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from bench.contracts.method import ConjugateMethod
 from bench.datasets.conjugate import LinearRegressionData, NormalNormalData, PoissonGammaData
+from bench.harness.method_nodes import instantiate_method
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator, resolve_dtype
-from bench.harness.task_inputs import takes
+from bench.harness.task_inputs import capability, takes
 from bench.harness.timing import Stopwatch
-from bench.methods.base import instantiate_method
-from bench.methods.ssla.conjugate import ASSLAMethod, SSLAMethod
 from bench.metrics.grid import compute_grid_metrics
 from bench.predictive.densities import GridDensity
 
 
 @takes(datasets=(NormalNormalData, PoissonGammaData, LinearRegressionData),
-       methods=(SSLAMethod, ASSLAMethod))
+       methods=(ConjugateMethod,))
 def grid_ppd(cfg: DictConfig) -> TaskResult:
     """For each panel of the dataset: fit the method, predict on the grid, score vs exact.
 
@@ -28,11 +28,11 @@ def grid_ppd(cfg: DictConfig) -> TaskResult:
     """
     dtype = resolve_dtype(cfg.protocol.dtype)
     dataset = instantiate(cfg.dataset)
-    method = instantiate_method(cfg.method)
+    method = capability(instantiate_method(cfg.method), ConjugateMethod)
     result = TaskResult()
     for problem in dataset.problems(make_generator(cfg.seed), dtype):
         watch = Stopwatch()
-        method.fit(problem, int(cfg.seed))
+        fitted = method.fit(problem, int(cfg.seed))
         approx = method.predict(problem.x_new)
         result.timings[f"{problem.label}_s"] = watch.elapsed()
         exact = GridDensity(problem.y_grid, problem.exact_log_ppd)
@@ -40,7 +40,7 @@ def grid_ppd(cfg: DictConfig) -> TaskResult:
         result.add(f"{cfg.variant}/{problem.label}", f"{method.name}_kl", scores.pop("kl"))
         parts = method.last.parts
         result.fitted[problem.label] = {
-            "theta_hat": method.theta_hat.tolist(),
+            "theta_hat": fitted["theta_hat"],
             "log_lik_hat": float(parts["log_lik_hat"]),
             "half_logdet_hat": float(parts["half_logdet_hat"]),
             "log_ppd_first": float(approx.log_values[0]),

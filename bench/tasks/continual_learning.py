@@ -28,13 +28,13 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from torch import Tensor, nn
 
+from bench.contracts.capabilities import ContinualLearner
 from bench.datasets.continual_tasks import PermutedImageTasks, permuted_task
 from bench.datasets.training_set import TrainingSet
+from bench.harness.method_nodes import instantiate_method
 from bench.harness.result import TaskResult
-from bench.harness.task_inputs import takes
+from bench.harness.task_inputs import capability, takes
 from bench.harness.timing import Stopwatch
-from bench.methods.base import instantiate_method
-from bench.methods.laplace.continual import ContinualLaplace
 from bench.metrics.classification import accuracy
 from bench.training.state_store import stored_state
 
@@ -57,7 +57,7 @@ def evaluation_identity(data: PermutedImageTasks, n_points: int) -> dict:
             "points": n_points}
 
 
-def stored_accuracy(method: ContinualLaplace, x: Tensor, y: Tensor, data: PermutedImageTasks,
+def stored_accuracy(method: ContinualLearner, x: Tensor, y: Tensor, data: PermutedImageTasks,
                     test_task: int, seed: int, results_dir: str) -> float:
     """Accuracy of the method's predictive at its current posterior on one task's test set,
     computed once per (posterior state, test task, test points) and stored."""
@@ -84,14 +84,14 @@ def add_matrix_cells(result: TaskResult, row: str, prefix: str, matrix: Tensor) 
         result.add(row, f"{prefix}after={t + 1}/mean", PERCENT * float(seen.mean()))
 
 
-@takes(datasets=(PermutedImageTasks,), methods=(ContinualLaplace,))
+@takes(datasets=(PermutedImageTasks,), methods=(ContinualLearner,))
 def run(cfg: DictConfig) -> TaskResult:
     """Learn the dataset node's permuted tasks in order; score the accuracy matrices."""
     data: PermutedImageTasks = instantiate(cfg.dataset)
     n_tasks = data.n_tasks
     seed = int(cfg.seed)
     splits = data.splits(seed)
-    method: ContinualLaplace = instantiate_method(cfg.method)
+    method = capability(instantiate_method(cfg.method), ContinualLearner)
     row = ROWS[method.hessian_structure]
     la_matrix = torch.full((n_tasks, n_tasks), math.nan, dtype=torch.float64)
     map_matrix = la_matrix.clone()

@@ -1,7 +1,7 @@
 """Calibration of classification methods under dataset shift: Laplace Redux Figure 9.
 
 One job = (method node, model seed), through the shared step of
-:mod:`bench.tasks.classification_methods`, so the stored MAP networks and the methods' stored
+:mod:`bench.jobs.classification`, so the stored MAP networks and the methods' stored
 states of the OOD table are reused (nothing retrains; Laplace refits in seconds). ``shift``:
 
 * ``{kind: rotation, angles: [0, 15, ..., 180]}``: R-MNIST, the test part (8k) rotated
@@ -30,26 +30,9 @@ from bench.harness.errors import ConfigError, require_choice, require_positive
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator
 from bench.harness.task_inputs import takes
-from bench.metrics.classification import (
-    accuracy,
-    brier,
-    calibration_errors,
-    mean_confidence,
-    nll,
-)
-from bench.predictive.categorical import Categorical
-from bench.tasks.classification_methods import predict_variants, prepare_job
+from bench.jobs.classification import predict_variants, prepare_job, shift_metrics
 
 SHIFT_KINDS = {"rotation": "angle", "corruption": "severity"}
-
-
-def shift_metrics(predictive: Categorical, labels, n_bins: int) -> dict[str, float]:
-    """Brier, accuracy, NLL, confidence, ECE / MCE over every point and the paper's ECE."""
-    ece_all, mce_all = calibration_errors(predictive, labels, n_bins, "corrected")
-    return {"brier": brier(predictive, labels), "accuracy": accuracy(predictive, labels),
-            "nll": nll(predictive, labels), "confidence": mean_confidence(predictive),
-            "ece": ece_all, "mce": mce_all,
-            "ece_paper": calibration_errors(predictive, labels, n_bins, "paper")[0]}
 
 
 def shifted_sets(shift: DictConfig, data: ImageClassificationData, seed: int

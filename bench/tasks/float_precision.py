@@ -5,20 +5,20 @@ from __future__ import annotations
 import torch
 from omegaconf import DictConfig
 
+from bench.contracts.capabilities import AggregateIncrement
 from bench.datasets.conjugate import ConjugateProblem, NormalNormalData
 from bench.harness.errors import require_positive
+from bench.harness.method_nodes import instantiate_method
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator, resolve_dtype
-from bench.harness.task_inputs import takes
-from bench.methods.base import instantiate_method
-from bench.methods.ssla.conjugate import ASSLAMethod
+from bench.harness.task_inputs import capability, takes
 from bench.metrics.grid import compute_grid_metrics
 from bench.models.conjugate import NormalMeanModel
 from bench.models.parametric import Data
 from bench.predictive.densities import GridDensity
 
 
-@takes(datasets=(NormalNormalData,), methods=(ASSLAMethod,))
+@takes(datasets=(NormalNormalData,), methods=(AggregateIncrement,))
 def run(cfg: DictConfig) -> TaskResult:
     """ASSLA on n normal draws: the paper's aggregate route in ``task.dtype`` vs a reference.
 
@@ -39,12 +39,13 @@ def run(cfg: DictConfig) -> TaskResult:
     def assla(dt: torch.dtype, increment: str):
         model = NormalMeanModel(ds.sigma2, ds.prior_mean, ds.prior_var, dtype=dt)
         problem = ConjugateProblem(f"n={n}", model, Data(y=draws.to(dt)), None, grid32.to(dt))
-        method = instantiate_method(cfg.method, increment=increment)
-        method.fit(problem, int(cfg.seed))
-        return method.predict(None), method
+        method = capability(instantiate_method(cfg.method, increment=increment),
+                            AggregateIncrement)
+        fitted = method.fit(problem, int(cfg.seed))
+        return method.predict(None), method, fitted
 
-    approx_grid, approx = assla(dtype, "aggregate")
-    reference_grid, _ = assla(torch.float64, "direct")
+    approx_grid, approx, fitted = assla(dtype, "aggregate")
+    reference_grid, _, _ = assla(torch.float64, "direct")
     approx_grid = GridDensity(grid32, approx_grid.log_values)
     reference_grid = GridDensity(grid32, reference_grid.log_values)
     names = ["kl", "max_abs_log_err", "frac_nonfinite"]
@@ -55,7 +56,7 @@ def run(cfg: DictConfig) -> TaskResult:
     result = TaskResult(metrics=dict(metrics))
     for column in ("kl", "max_abs_log_err", "frac_delta_eq_0", "frac_nonfinite"):
         result.add(row, column, metrics[column])
-    result.fitted = {"theta_hat": approx.theta_hat.tolist(), "n": n, "dtype": cfg.task.dtype}
+    result.fitted = {"theta_hat": fitted["theta_hat"], "n": n, "dtype": cfg.task.dtype}
     result.arrays = {
         "grid": grid32.double().tolist(),
         "log_ppd": approx_grid.log_values.double().tolist(),

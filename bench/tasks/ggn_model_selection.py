@@ -37,20 +37,21 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from torch import Tensor
 
+from bench.contracts.capabilities import FullBatchMAP
 from bench.datasets.snelson import SnelsonGapData
 from bench.datasets.two_moons import TwoMoonsData
 from bench.harness.errors import ConfigError, require_positive
+from bench.harness.method_nodes import instantiate_method
 from bench.harness.result import TaskResult
 from bench.harness.rng import derived_seed, make_generator
-from bench.harness.task_inputs import takes
+from bench.harness.task_inputs import capability, takes
 from bench.harness.timing import Stopwatch
-from bench.methods.base import instantiate_method
 from bench.methods.laplace.ggn_laplace import (
     FunctionSpaceGGN,
     laplace_ggn_log_evidence,
     linearised_log_evidence,
 )
-from bench.methods.laplace.ggn_methods import DRAW_STREAM, LaplaceGGN
+from bench.methods.laplace.ggn_methods import DRAW_STREAM
 from bench.models.glm_likelihoods import GaussianLikelihood, Likelihood, make_likelihood
 from bench.models.mlp import MLPShape
 from bench.training.network_grid import polish_network_grid, train_network_grid
@@ -137,12 +138,12 @@ SCALARS = ("log_evidence", "train_ll", "test_ll", "linearised_log_evidence",
 POLISH_SCALARS = ("adam_gradient_norm", "polish_iterations")
 
 
-@takes(datasets=(SnelsonGapData, TwoMoonsData), methods=(LaplaceGGN,))
+@takes(datasets=(SnelsonGapData, TwoMoonsData), methods=(FullBatchMAP,))
 def run(cfg: DictConfig) -> TaskResult:
     """Train the row's networks at once, then evaluate each (see the module docstring)."""
     dataset = instantiate(cfg.dataset)
     data = dataset.splits()
-    method: LaplaceGGN = instantiate_method(cfg.method)
+    method = capability(instantiate_method(cfg.method), FullBatchMAP)
     deltas = log_grid(cfg.grid.get("prior_precision"), "grid.prior_precision")
     noise_variance = noise_variance_of_job(cfg.grid, method.likelihood)
     require_positive("method.n_predictive_samples", method.n_predictive_samples)

@@ -34,14 +34,14 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from torch import Tensor
 
+from bench.contracts.capabilities import FittingTrace, NetworkAndLinearisedSamples
 from bench.datasets.snelson import SnelsonGapData
 from bench.datasets.two_moons import TwoMoonsData
 from bench.harness.errors import require_choice, require_positive
+from bench.harness.method_nodes import instantiate_method, method_variants
 from bench.harness.result import TaskResult
-from bench.harness.task_inputs import takes
+from bench.harness.task_inputs import capability, takes
 from bench.harness.timing import Stopwatch
-from bench.methods.base import instantiate_method, method_variants
-from bench.methods.laplace.ggn_methods import GGNPosteriorMethod
 from bench.models.glm_likelihoods import BernoulliLikelihood
 
 PREDICTIVES = ("nn", "glm")
@@ -75,7 +75,7 @@ def bernoulli_scores(logits: Tensor, y: Tensor) -> dict[str, float]:
             "decisiveness": float((2 * probability - 1).abs().mean())}
 
 
-def regression_cells(method: GGNPosteriorMethod, data, x_plot: Tensor,
+def regression_cells(method: NetworkAndLinearisedSamples, data, x_plot: Tensor,
                      result: TaskResult, row: str) -> None:
     """NN and GLM predictives of a Gaussian likelihood (see the module docstring)."""
     noise = float(method.noise_variance)
@@ -106,8 +106,9 @@ def distance_to_training(x: Tensor, x_train: Tensor) -> Tensor:
     return torch.cdist(x, x_train).min(dim=1).values
 
 
-def classification_cells(method: GGNPosteriorMethod, data, x_plot: Tensor, result: TaskResult,
-                         row: str, near_distance: float, far_distance: float) -> None:
+def classification_cells(method: NetworkAndLinearisedSamples, data, x_plot: Tensor,
+                         result: TaskResult, row: str, near_distance: float,
+                         far_distance: float) -> None:
     """NN and GLM predictives of a Bernoulli likelihood and the Figure 5.5b maps."""
     for kind in PREDICTIVES:
         logits = method.function_samples(data.x_test, kind)
@@ -147,7 +148,7 @@ def add_model_sd_ratio(result: TaskResult, row: str, far: Tensor, near: Tensor,
                 "Lambda = s(1 - s) underflows), so the ratio overflows")
 
 
-@takes(datasets=(SnelsonGapData, TwoMoonsData), methods=(GGNPosteriorMethod,))
+@takes(datasets=(SnelsonGapData, TwoMoonsData), methods=(NetworkAndLinearisedSamples,))
 def run(cfg: DictConfig) -> TaskResult:
     """Fit the job's posterior, then both predictives (see the module docstring)."""
     dataset = instantiate(cfg.dataset)
@@ -155,7 +156,8 @@ def run(cfg: DictConfig) -> TaskResult:
     variants = method_variants(cfg.method)
     row = str(cfg.posterior)
     require_choice("posterior", row, list(variants))
-    method: GGNPosteriorMethod = instantiate_method(cfg.method, **variants[row])
+    method = capability(instantiate_method(cfg.method, **variants[row]),
+                        NetworkAndLinearisedSamples)
     seed = int(cfg.seed)
     watch = Stopwatch()
     diagnostics = method.fit(data.training_set(), seed)
@@ -172,7 +174,7 @@ def run(cfg: DictConfig) -> TaskResult:
     result.arrays["x_plot"] = x_plot.reshape(-1).tolist()
     result.arrays["x_train"] = data.x_train.reshape(-1).tolist()
     result.arrays["y_train"] = data.y_train.tolist()
-    trace = getattr(method, "trace", None)
+    trace = method.trace if isinstance(method, FittingTrace) else None
     if trace is not None:
         result.arrays["trace/train_nll"] = trace.train_nll
         result.arrays["trace/log_det_precision"] = trace.log_det_precision

@@ -31,15 +31,16 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 
+from bench.contracts.capabilities import KernelExplanations
 from bench.datasets.class_subset import ClassSubsetImageData
 from bench.datasets.training_set import TrainingSet
 from bench.harness.errors import ConfigError
+from bench.harness.method_nodes import instantiate_method
 from bench.harness.result import TaskResult
 from bench.harness.rng import derived_seed, make_generator
-from bench.harness.task_inputs import takes
+from bench.harness.task_inputs import capability, takes
 from bench.harness.timing import Stopwatch
-from bench.methods.base import instantiate_method
-from bench.methods.laplace.gp_view import GaussianProcessView, self_check_error
+from bench.methods.laplace.gp_view import self_check_error
 from bench.models.classifiers import bernoulli_logit_network
 from bench.training.network_store import TrainingRecipe, recipe_for, trained_network
 
@@ -115,14 +116,14 @@ def importance_examples(importances: Tensor) -> Tensor:
     return torch.tensor(sorted(set(positions)), dtype=torch.long)
 
 
-@takes(datasets=(ClassSubsetImageData,), methods=(GaussianProcessView,))
+@takes(datasets=(ClassSubsetImageData,), methods=(KernelExplanations,))
 def run(cfg: DictConfig) -> TaskResult:
     """Train (or load) the network, fit the GP view, explain the chosen test images."""
     data: ClassSubsetImageData = instantiate(cfg.dataset)
     if data.num_classes != 2:
         raise ConfigError(f"dataset.classes={list(data.classes)} is not valid here; the GP "
                           "view needs exactly two classes")
-    method: GaussianProcessView = instantiate_method(cfg.method)
+    method = capability(instantiate_method(cfg.method), KernelExplanations)
     seed = int(cfg.seed)
     splits = data.splits(seed)
     n_train = len(splits.x_train)

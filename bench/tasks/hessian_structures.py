@@ -3,7 +3,7 @@
 One job = (structure, training seed): the method node (``online_marglik_diag``,
 ``online_marglik_kron`` or ``online_marglik_full``) trains its network and prior precision
 from scratch on the in-distribution training set and fits its Laplace approximation, through
-the shared step of :mod:`bench.tasks.classification_methods` (fit and per-set prediction
+the shared step of :mod:`bench.jobs.classification` (fit and per-set prediction
 timed); its predictive is scored on the in-distribution test part (Fashion-MNIST: the 8k of
 the 2k/8k split) and each OOD test set present.
 
@@ -26,12 +26,12 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
+from bench.contracts.capabilities import OnlineMarglik
 from bench.datasets.image_classification import ImageClassificationData
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
-from bench.methods.laplace.online_marglik import OnlineMarglikLaplace
+from bench.jobs.classification import predict_variants, prepare_job, short_name
 from bench.metrics.classification import classification_metrics
-from bench.tasks.classification_methods import predict_variants, prepare_job, short_name
 
 
 def structure_cells(result: TaskResult, row: str, scores: dict[str, float],
@@ -48,7 +48,7 @@ def structure_cells(result: TaskResult, row: str, scores: dict[str, float],
     result.add(row, "pred_time", sum(seconds.values()) / len(seconds))
 
 
-@takes(datasets=(ImageClassificationData,), methods=(OnlineMarglikLaplace,))
+@takes(datasets=(ImageClassificationData,), methods=(OnlineMarglik,))
 def run(cfg: DictConfig) -> TaskResult:
     """Train the structure's network and prior by online marginal likelihood, fit its Laplace
     approximation and score it on the test part and the OOD sets."""

@@ -24,10 +24,12 @@ layer's input width and K the number of classes. ``fitted.parts_bytes[<row>]`` s
 by where the tensors live (the first two components of their names, each storage counted once).
 
 A method whose objects also keep tensors alive that it never reads to predict
-(:class:`~bench.methods.base.HoldsUnreadTensors`: LA and LA*, whose laplace-torch object holds
-the parameters of the harness's deep copy of the network in ``la.params``) gets a second row,
-``<row> (as held, incl. the harness's copy)`` (:func:`bench.metrics.memory.as_held_row`): the
-same cells over everything held, plus ``unread_mb``, the bytes of the unread storages.
+(:class:`~bench.contracts.capabilities.HoldsUnreadTensors`: LA and LA*, whose laplace-torch
+object holds the parameters of the harness's deep copy of the network in ``la.params``) gets a
+second row, ``<row> (as held, incl. the harness's copy)``
+(:func:`bench.metrics.memory.as_held_row`): the same cells over everything held, plus
+``unread_mb``, the bytes of the unread storages. The method node must be
+:class:`~bench.contracts.capabilities.StoredTensors` (one line before the job otherwise).
 """
 
 from __future__ import annotations
@@ -42,19 +44,19 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 
+from bench.contracts.capabilities import HoldsUnreadTensors, StoredTensors
 from bench.datasets.generated_images import GeneratedImages
 from bench.datasets.training_set import TrainingSet
-from bench.harness.result import TaskResult
-from bench.harness.task_inputs import takes
-from bench.harness.timing import Stopwatch
-from bench.methods.base import (
-    HoldsUnreadTensors,
+from bench.harness.method_nodes import (
     instantiate_method,
     merged_method_node,
     method_arguments,
     method_class,
     method_variants,
 )
+from bench.harness.result import TaskResult
+from bench.harness.task_inputs import capability, takes
+from bench.harness.timing import Stopwatch
 from bench.metrics.memory import analytic_count, as_held_row, megabytes, stored_bytes
 from bench.models.classifiers import count_parameters
 from bench.training.network_store import TrainingRecipe, trained_network
@@ -116,7 +118,7 @@ def memory_method_node(cfg: DictConfig, recipe: TrainingRecipe) -> DictConfig:
     return merged_method_node(node, extra)
 
 
-@takes(datasets=(GeneratedImages,))
+@takes(datasets=(GeneratedImages,), methods=(StoredTensors,))
 def run(cfg: DictConfig) -> TaskResult:
     """Fit every row of the method node on generated images and measure its stored state."""
     data: GeneratedImages = instantiate(cfg.dataset)
@@ -148,7 +150,7 @@ def run(cfg: DictConfig) -> TaskResult:
         training = TrainingSet(splits.x_train, splits.y_train, data.name, PREPROCESSING,
                                scratch, device)
         for row, arguments in method_variants(node).items():
-            method = instantiate_method(node, **arguments)
+            method = capability(instantiate_method(node, **arguments), StoredTensors)
             base = (dataclasses.replace(stored, module=copy.deepcopy(network))
                     if type(method).fits_on_base else None)
             watch = Stopwatch()

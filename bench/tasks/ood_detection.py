@@ -1,7 +1,7 @@
 """Out-of-distribution detection of classification methods: Laplace Redux Tables 3 and 4.
 
 One job = (method node, model seed), through the shared step of
-:mod:`bench.tasks.classification_methods`: every variant of the method node (``LA`` and
+:mod:`bench.jobs.classification`: every variant of the method node (``LA`` and
 ``LA*`` of the Laplace node; one row for the others) fitted on the seed's stored MAP network
 or trained from scratch, then its predictive on the in-distribution test part (MNIST: the 8k of
 the 2k/8k split) and on each OOD test set of the dataset node.
@@ -25,8 +25,8 @@ from omegaconf import DictConfig
 from bench.datasets.image_classification import ImageClassificationData
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
+from bench.jobs.classification import predict_variants, prepare_job, short_name
 from bench.metrics.classification import classification_metrics
-from bench.tasks.classification_methods import predict_variants, prepare_job, short_name
 
 PERCENT = 100.0
 IN_DISTRIBUTION_CELLS = {"acc": ("accuracy", PERCENT), "conf": ("confidence", PERCENT),

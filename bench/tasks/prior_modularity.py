@@ -13,12 +13,12 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from bench.contracts.method import ConjugateMethod
 from bench.datasets.conjugate import ConjugateProblem, PriorModularityData
+from bench.harness.method_nodes import instantiate_method, method_variants
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator, resolve_dtype
 from bench.harness.task_inputs import takes
-from bench.methods.base import instantiate_method, method_variants
-from bench.methods.ssla.conjugate import ASSLAMethod, SSLAMethod
 from bench.models.conjugate import LinearGaussianModel
 from bench.models.parametric import Data
 
@@ -31,7 +31,7 @@ def prior_row_label(variance: float) -> str:
     return f"N(0,{variance:g})"
 
 
-@takes(datasets=(PriorModularityData,), methods=(SSLAMethod, ASSLAMethod))
+@takes(datasets=(PriorModularityData,), methods=(ConjugateMethod,))
 def run(cfg: DictConfig) -> TaskResult:
     """Log-PPD at y = y-hat* + ``task.offset`` for each prior variance in ``dataset.prior_vars``.
 

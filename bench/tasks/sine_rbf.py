@@ -22,15 +22,15 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from torch import Tensor
 
+from bench.contracts.method import ConjugateMethod
 from bench.datasets.conjugate import ConjugateProblem
 from bench.datasets.sine import ToySineData
 from bench.harness.errors import require_positive
+from bench.harness.method_nodes import instantiate_method, method_variants
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator, resolve_dtype
 from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
-from bench.methods.base import instantiate_method, method_variants
-from bench.methods.ssla.conjugate import ASSLAMethod, SSLAMethod
 from bench.metrics.regression import regression_metrics
 from bench.models.conjugate import LinearGaussianModel
 from bench.models.parametric import Data
@@ -144,7 +144,7 @@ def _max_gaps(approx: Gaussian, reference: Gaussian) -> dict[str, float]:
     }
 
 
-@takes(datasets=(ToySineData,), methods=(SSLAMethod, ASSLAMethod))
+@takes(datasets=(ToySineData,), methods=(ConjugateMethod,))
 def run(cfg: DictConfig) -> TaskResult:
     """Fit the BLR on one seed's training split; score the four predictives on its test split.
 

@@ -25,13 +25,13 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 from torch import Tensor
 
+from bench.contracts.capabilities import TemperedFunctionSamples
 from bench.datasets.cubic import CubicToyData
 from bench.datasets.training_set import TrainingSet
+from bench.harness.method_nodes import instantiate_method, method_variants
 from bench.harness.result import TaskResult
-from bench.harness.task_inputs import takes
+from bench.harness.task_inputs import capability, takes
 from bench.harness.timing import Stopwatch
-from bench.methods.base import instantiate_method, method_variants
-from bench.methods.laplace.tempered import TemperedLaplace
 from bench.models.mlp import MLPShape, init_parameters
 from bench.training.loop import TrainingConfig, fit_parameters
 
@@ -59,7 +59,7 @@ def gaussian_nll(samples: Tensor, y: Tensor, noise_variance: float) -> float:
                   + (y - samples.mean(0)) ** 2 / (2 * variance)).mean())
 
 
-@takes(datasets=(CubicToyData,), methods=(TemperedLaplace,))
+@takes(datasets=(CubicToyData,), methods=(TemperedFunctionSamples,))
 def run(cfg: DictConfig) -> TaskResult:
     """Train once, then each structure's NN-sampling predictive on the grid."""
     data: CubicToyData = instantiate(cfg.dataset)
@@ -68,7 +68,8 @@ def run(cfg: DictConfig) -> TaskResult:
     activation = str(cfg.network.activation)
     shape = MLPShape((1, *cfg.network.hidden, 1), activation)
     variants = method_variants(cfg.method)
-    methods = {row: instantiate_method(cfg.method, **arguments)
+    methods = {row: capability(instantiate_method(cfg.method, **arguments),
+                               TemperedFunctionSamples)
                for row, arguments in variants.items()}
     delta = next(iter(methods.values())).prior_precision
     watch = Stopwatch()

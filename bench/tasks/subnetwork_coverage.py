@@ -1,7 +1,7 @@
 """Subnetwork paper Figure 2: coverage of 95% intervals for the true mean function, vs k.
 
 One job = ((likelihood, specification), seed) with ``cfg.replications_per_job`` replications
-(seeds from :func:`bench.tasks.subnetwork_common.replication_seeds`). Per replication the working
+(seeds from :func:`bench.jobs.replication.replication_seeds`). Per replication the working
 network is trained once and its linearised Laplace gives the intervals of every Laplace
 method; Split (``d =
 cfg.split_parts`` disjoint parts of the training data) and Ensemble (``cfg.ensemble_members``
@@ -27,15 +27,15 @@ from __future__ import annotations
 import torch
 from omegaconf import DictConfig
 
+from bench.contracts.capabilities import SubnetworkPredictives
 from bench.datasets.synthetic_networks import SyntheticNetworkData
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
+from bench.jobs.replication import fit_replication, mean_over_replications
 from bench.methods.baselines.split_bootstrap import bootstrap_interval, split_interval
-from bench.methods.laplace.subnetwork import SubnetLaplaceMethod
 from bench.metrics.regression import central_interval, fraction_inside
 from bench.predictive.densities import Gaussian
-from bench.tasks.subnetwork_common import fit_replication, mean_over_replications
 from bench.training.working_network import mean_function_fitter
 
 
@@ -79,7 +79,7 @@ def replication_coverage(cfg: DictConfig, generator: torch.Generator) -> tuple[d
     return values, {**fitted.diagnostics, **timings}
 
 
-@takes(datasets=(SyntheticNetworkData,), methods=(SubnetLaplaceMethod,))
+@takes(datasets=(SyntheticNetworkData,), methods=(SubnetworkPredictives,))
 def run(cfg: DictConfig) -> TaskResult:
     """Coverage of every method and ``k`` in one (likelihood, specification) setting,
     averaged over the job's replications."""

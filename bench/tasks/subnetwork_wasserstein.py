@@ -1,7 +1,7 @@
 """Subnetwork paper Figure 1: mean W2 between the full-LLA predictive and each surrogate's.
 
 One job = (working model setting, seed) with ``cfg.replications_per_job`` replications, seeds
-from :func:`bench.tasks.subnetwork_common.replication_seeds`. Per replication the working network
+from :func:`bench.jobs.replication.replication_seeds`. Per replication the working network
 is trained once; for each test domain (in-distribution, OOD, mixed) and method the mean over
 test points of ``W2(N(f, 1 + g^T Omega^-1 g), N(f, 1 + g^T Sigma g))`` is computed (Section
 4.1). Cells (means over the job's replications): row = the method's paper name, column
@@ -15,13 +15,13 @@ from __future__ import annotations
 import torch
 from omegaconf import DictConfig
 
+from bench.contracts.capabilities import SubnetworkPredictives
 from bench.datasets.synthetic_networks import TEST_DOMAINS, SyntheticNetworkData
 from bench.harness.errors import ConfigError
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
-from bench.methods.laplace.subnetwork import SubnetLaplaceMethod
+from bench.jobs.replication import fit_replication, mean_over_replications
 from bench.metrics.wasserstein import mean_predictive_w2
-from bench.tasks.subnetwork_common import fit_replication, mean_over_replications
 
 
 def w2_column(specification: str, domain: str, k: int | None = None) -> str:
@@ -53,7 +53,7 @@ def replication_w2(cfg: DictConfig, generator: torch.Generator) -> tuple[dict, d
     return values, fitted.diagnostics
 
 
-@takes(datasets=(SyntheticNetworkData,), methods=(SubnetLaplaceMethod,))
+@takes(datasets=(SyntheticNetworkData,), methods=(SubnetworkPredictives,))
 def run(cfg: DictConfig) -> TaskResult:
     """All methods, domains and ``k`` of one working model setting, averaged over the job's
     replications."""

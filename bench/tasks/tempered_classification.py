@@ -25,18 +25,19 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from bench.contracts.capabilities import TemperedPredictive
 from bench.curvature.kfac_scaling import ExactAccumulation
 from bench.datasets.image_classification import ImageClassificationData
 from bench.datasets.training_set import TrainingSet
 from bench.harness.errors import require_choice, require_positive
+from bench.harness.method_nodes import instantiate_method, method_variants
 from bench.harness.result import TaskResult
-from bench.harness.task_inputs import takes
+from bench.harness.task_inputs import capability, takes
 from bench.harness.timing import Stopwatch
-from bench.methods.base import instantiate_method, method_variants
-from bench.methods.laplace.tempered import TemperedLaplace
 from bench.metrics.classification import accuracy, classification_metrics
 from bench.predictive.categorical import Categorical
-from bench.training.network_store import TrainingRecipe, recipe_for, trained_network
+from bench.training.image_recipe import initial_weights, network_recipe
+from bench.training.network_store import trained_network
 
 STRUCTURE_ROWS = {"diag": "Diag", "kfac": "KFAC", "ekfac": "EKFAC", "bdiag": "B-Diag"}
 # How the paper names networks and data sets in its text (the KFAC-norm cell's row).
@@ -65,35 +66,18 @@ def structure_row(structure: str, prior_precision: float, main_prior_precision: 
     return f"{row} ({', '.join(marks)})" if marks else row
 
 
-def network_recipe(node: DictConfig, data: ImageClassificationData, n_train: int
-                   ) -> TrainingRecipe:
-    """The experiment's ``network`` node (model and stages) with the training data it sees
-    (its augmentation named only when there is one, as ``TrainingSet.identity`` does)."""
-    augmentation = {} if data.augmentation == "none" else {"augmentation": data.augmentation}
-    return recipe_for(node, {"name": data.images, "preprocessing": data.normalisation,
-                             "image_shape": list(data.input_shape), "train_size": n_train}
-                      | augmentation)
-
-
-def initial_weights(recipe: TrainingRecipe) -> str:
-    """What the MAP network's training started from, for the record."""
-    if recipe.pretrained is None:
-        return "trained from scratch (no pretrained weights given)"
-    return f"fine-tuned from pretrained weights, sha256 {recipe.pretrained.sha256}"
-
-
-def job_method(cfg: DictConfig) -> TemperedLaplace:
+def job_method(cfg: DictConfig) -> TemperedPredictive:
     """The job's method: the method node, with the arguments of the experiment's
     ``posterior`` (a name of ``method.variants``) where the experiment sweeps posteriors; an
     unknown name is a one-line ConfigError naming the variants."""
-    if cfg.get("posterior") is None:
-        return instantiate_method(cfg.method)
-    variants = method_variants(cfg.method)
-    name = require_choice("posterior", str(cfg.posterior), list(variants))
-    return instantiate_method(cfg.method, **variants[name])
+    arguments = {}
+    if cfg.get("posterior") is not None:
+        variants = method_variants(cfg.method)
+        arguments = variants[require_choice("posterior", str(cfg.posterior), list(variants))]
+    return capability(instantiate_method(cfg.method, **arguments), TemperedPredictive)
 
 
-@takes(datasets=(ImageClassificationData,), methods=(TemperedLaplace,))
+@takes(datasets=(ImageClassificationData,), methods=(TemperedPredictive,))
 def run(cfg: DictConfig) -> TaskResult:
     """Fit one structure on the stored MAP network, then evaluate every temperature."""
     data: ImageClassificationData = instantiate(cfg.dataset)

@@ -11,8 +11,6 @@ Rows are named ``<dataset title>/<row>``, the paper's layout.
 
 from __future__ import annotations
 
-import torch
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from bench.datasets.uci import UCIRegressionData
@@ -20,24 +18,19 @@ from bench.harness.errors import require_choice
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
-from bench.tasks.nn_regression import build_method, score_method, train_base
+from bench.jobs.regression import build_method, regression_splits, score_method, train_base
 
 
 @takes(datasets=(UCIRegressionData,))
 def run(cfg: DictConfig) -> TaskResult:
     """Train the base network on ``cfg.dataset`` and score every row of ``cfg.rows``."""
-    if cfg.get("threads"):
-        torch.set_num_threads(int(cfg.threads))
     result = TaskResult()
     watch = Stopwatch()
-    splits = instantiate(cfg.dataset).splits(seed=int(cfg.seed))
+    splits = regression_splits(cfg)
     result.timings["data_s"] = watch.elapsed()
     result.fitted["data"] = {key: value for key, value in splits.info.items()
                              if isinstance(value, (int, float, str, bool))}
-    watch = Stopwatch()
-    base = train_base(cfg, splits)
-    result.timings["base_s"] = watch.elapsed()
-    result.fitted["base"] = base.diagnostics
+    base = train_base(cfg, splits, result)
     for row, spec in cfg.rows.items():
         require_choice(f"rows.{row}.method", spec.method, tuple(cfg.methods))
         method_cfg = cfg.methods[spec.method]

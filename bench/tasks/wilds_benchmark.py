@@ -26,20 +26,14 @@ import math
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from bench.contracts.method import CheckpointMethod
 from bench.datasets.wilds import WildsData
+from bench.harness.method_nodes import instantiate_method
 from bench.harness.result import TaskResult
-from bench.harness.task_inputs import takes
+from bench.harness.task_inputs import capability, takes
 from bench.harness.timing import Stopwatch
-from bench.methods.base import instantiate_method
-from bench.methods.baselines.checkpoint_methods import (
-    CheckpointEnsemble,
-    CheckpointMap,
-    TemperatureScaledCheckpoint,
-)
-from bench.methods.laplace.last_layer_checkpoint import CheckpointLastLayerLaplace
+from bench.jobs.classification import configured_method_node, shift_metrics
 from bench.metrics import regression as regression_metrics
-from bench.tasks.classification_methods import configured_method_node
-from bench.tasks.dataset_shift import shift_metrics
 
 SPLIT_LABELS = {"id_test": "id", "ood_test": "ood"}
 
@@ -52,14 +46,13 @@ def regression_scores(predictive, targets, n_levels: int) -> dict[str, float]:
                 predictive, targets, n_levels)}
 
 
-@takes(datasets=(WildsData,), methods=(CheckpointMap, TemperatureScaledCheckpoint,
-                                       CheckpointEnsemble, CheckpointLastLayerLaplace))
+@takes(datasets=(WildsData,), methods=(CheckpointMethod,))
 def run(cfg: DictConfig) -> TaskResult:
     """Fit the method on the seed's checkpoints; score the ID and OOD test splits."""
     data: WildsData = instantiate(cfg.dataset)
     seed = int(cfg.seed)
     job = data.for_seed(seed)
-    method = instantiate_method(configured_method_node(cfg))
+    method = capability(instantiate_method(configured_method_node(cfg)), CheckpointMethod)
     result = TaskResult()
     if data.task not in method.tasks:
         result.fitted["not_applicable"] = (f"{method.name} is for {', '.join(method.tasks)}; "

@@ -20,12 +20,12 @@ from omegaconf import OmegaConf
 from bench.cli.reproduce import main as reproduce
 from bench.datasets.training_set import TrainingSet
 from bench.harness.finished_jobs import apply_scale_overrides
+from bench.harness.method_nodes import instantiate_method
 from bench.harness.records import iter_records
-from bench.methods.base import instantiate_method
+from bench.jobs.classification import configured_method_node
 from bench.metrics.classification import nll
 from bench.reporting.render import render_report
 from bench.reporting.specs import SPECS
-from bench.tasks.classification_methods import configured_method_node
 from tests.helpers import REPO, SHARED_DATA, compose_config
 
 # row -> (laplace-torch class, number of prior precisions); smoke FULL is the last-layer stand-in.

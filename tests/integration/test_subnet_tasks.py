@@ -7,9 +7,9 @@ import math
 import pytest
 
 from bench.harness.jobs import execute
+from bench.jobs.replication import replication_seeds
 from bench.reporting.render import render_report
 from bench.reporting.specs import SPECS
-from bench.tasks.subnetwork_common import replication_seeds
 from tests.helpers import compose_config
 
 FIGURE_1_SETTINGS = [["dataset.specification=misspecified"],

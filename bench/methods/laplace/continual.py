@@ -155,6 +155,9 @@ class ContinualLaplace:
     predict_batch_size: int = 64
     device: str = "cpu"
     fits_on_base: ClassVar[bool] = False
+    # The network after the last task and the recipe hash of the posterior state it left.
+    network: nn.Module | None = field(default=None, init=False, repr=False)
+    state_hash: str | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         require_choice("method.hessian_structure", self.hessian_structure, STRUCTURES)
@@ -172,9 +175,7 @@ class ContinualLaplace:
             backend=self.backend, pred_type="glm", link_approx="probit",
             prior_precision=float(self.prior_precision), batch_size=self.batch_size,
             predict_batch_size=self.predict_batch_size, device=self.device)
-        self.network: nn.Module | None = None
         self.tasks_done = 0
-        self.state_hash: str | None = None
 
     @property
     def la(self):

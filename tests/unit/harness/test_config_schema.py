@@ -2,7 +2,7 @@
 
 Each ``conf/<group>/<option>.yaml`` is composed into the root config (inside an experiment
 that uses it, so that its interpolations resolve), its ``_target_`` is instantiated, and the
-object is checked: methods follow the contract of :mod:`bench.methods.base` (every variant
+object is checked: methods follow the contract of :mod:`bench.contracts.method` (every variant
 too), datasets produce data, base networks train.
 """
 
@@ -15,10 +15,11 @@ import torch
 import yaml
 from hydra.utils import get_class, get_method, instantiate
 
+from bench.contracts.method import Method
 from bench.harness.errors import ConfigError
+from bench.harness.method_nodes import instantiate_method, method_variants
 from bench.harness.overrides import CONF_DIR
 from bench.harness.rng import make_generator
-from bench.methods.base import Method, instantiate_method, method_variants
 from bench.training.regression_network import TrainedNetwork
 from tests.helpers import compose_config
 

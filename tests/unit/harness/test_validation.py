@@ -65,11 +65,15 @@ def test_dataset_checks_run_before_the_task(override, message, tmp_path):
 
 @pytest.mark.parametrize(("overrides", "message"), [
     (["experiment=ssla/figure-1", "method=la"],
-     "method='la' does not fit experiment ssla/figure-1; choose one of: assla, ssla, ssla_assla"),
+     "method='la' does not fit experiment ssla/figure-1: it is not a ConjugateMethod (its fit "
+     "takes RegressionSplits, not ConjugateProblem); choose one of: assla, ssla, ssla_assla"),
     (["experiment=ssla/table-2", "method=ssla"],
-     "method='ssla' does not fit experiment ssla/table-2; choose one of: deep_ensemble, hmc, la,"),
+     "method='ssla' does not fit experiment ssla/table-2: it is not a RegressionNetworkMethod "
+     "(its fit takes ConjugateProblem, not RegressionSplits); choose one of: deep_ensemble, hmc, "
+     "la,"),
     (["experiment=ssla/table-7", "dataset=uci_bike"],
-     "dataset='uci_bike' does not fit experiment ssla/table-7; choose one of: prior_modularity"),
+     "dataset='uci_bike' does not fit experiment ssla/table-7: it is not a PriorModularityData; "
+     "choose one of: prior_modularity"),
 ])
 def test_a_method_or_dataset_that_does_not_fit_the_experiment_stops_first(overrides, message,
                                                                            tmp_path):

@@ -8,8 +8,8 @@ import torch
 
 from bench.datasets.training_set import TrainingSet
 from bench.harness.errors import ConfigError
+from bench.harness.method_nodes import instantiate_method
 from bench.harness.rng import derived_seed, make_generator
-from bench.methods.base import instantiate_method
 from bench.methods.baselines.classifier_ensemble import ClassifierEnsemble, member_seed
 from bench.training.network_store import network_dir, recipe_for, trained_network
 from tests.helpers import compose_config

@@ -12,10 +12,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bench.contracts.method import Method
 from bench.curvature.jacobians import flat_parameters, output_jacobians
 from bench.datasets.training_set import TrainingSet
 from bench.harness.errors import ConfigError
-from bench.methods.base import Method
 from bench.methods.laplace.gp_view import (
     GaussianProcessView,
     bernoulli_residuals,

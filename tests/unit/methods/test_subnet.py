@@ -21,8 +21,8 @@ from bench.benchmarks.subset_selection import (
 )
 from bench.datasets.synthetic_networks import input_covariance, make_dataset, sample_test_inputs
 from bench.harness.errors import ConfigError
+from bench.harness.method_nodes import instantiate_method, method_variants
 from bench.harness.rng import make_generator
-from bench.methods.base import instantiate_method, method_variants
 from bench.methods.baselines.split_bootstrap import bootstrap_interval, split_interval
 from bench.methods.laplace import linearised as lla
 from bench.methods.laplace import subset_selection as selection

@@ -1,8 +1,10 @@
-"""Shared steps of the subnetwork paper's two experiment tasks (Figures 1 and 2).
+"""The job step of replications on data drawn from a network: the subnetwork paper's two
+experiment tasks (Figures 1 and 2).
 
 One replication draws a data-generating network and its data, trains the working network
-once and fits every variant of the method node (``method=subnet_laplace``:
-:class:`bench.methods.laplace.subnetwork.SubnetLaplaceMethod`) on it. Variants with a sized
+once and fits every variant of the method node (a
+:class:`~bench.contracts.capabilities.SubnetworkPredictives`, ``method=subnet_laplace``) on
+it. Variants with a sized
 mask get the largest ``k`` of the grid and give every ``k`` from that one ranking (the rankings
 are nested); the others are ``k``-free (the full LLA, NeuralLinear, PrecisionDiag, Block
 Laplace). Row names are the variants' names, the paper's method names plus ``Gradient-Laplace
@@ -19,14 +21,15 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from bench.contracts.capabilities import SubnetworkPredictives
 from bench.datasets.synthetic_networks import SyntheticDataset
 from bench.harness.errors import ConfigError
+from bench.harness.method_nodes import instantiate_method, method_variants
 from bench.harness.progress import progress
 from bench.harness.result import TaskResult
 from bench.harness.rng import derived_seed, make_generator
+from bench.harness.task_inputs import capability
 from bench.harness.timing import Stopwatch
-from bench.methods.base import instantiate_method, method_variants
-from bench.methods.laplace.subnetwork import SubnetLaplaceMethod
 from bench.training.working_network import (
     Schedule,
     TrainedWorkingModel,
@@ -62,8 +65,8 @@ class FittedReplication:
     model: TrainedWorkingModel
     schedule: Schedule
     k_grid: list[int]
-    sized: dict[str, SubnetLaplaceMethod]
-    k_free: dict[str, SubnetLaplaceMethod]
+    sized: dict[str, SubnetworkPredictives]
+    k_free: dict[str, SubnetworkPredictives]
     timings: dict[str, float]
 
     @property
@@ -87,7 +90,7 @@ def fit_replication(cfg: DictConfig, generator: torch.Generator) -> FittedReplic
     k_grid = check_k_grid(list(cfg.k_grid), network.n_params)
     sized, k_free, timings = {}, {}, {}
     for row, arguments in method_variants(cfg.method).items():
-        method = instantiate_method(cfg.method, **arguments)
+        method = capability(instantiate_method(cfg.method, **arguments), SubnetworkPredictives)
         if method.takes_subset_size:
             method = dataclasses.replace(method, n_params_subnet=k_grid[-1])
         watch = Stopwatch()

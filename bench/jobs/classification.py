@@ -1,4 +1,4 @@
-"""The shared step of classification-method jobs: data, stored MAP network, fitted variants.
+"""The job step of classification methods: data, stored MAP network, fitted variants, scores.
 
 One job = (method node, model seed). :func:`prepare_job` loads the dataset node and its splits,
 gets the MAP network of the experiment's ``network`` recipe for the seed from the trained-
@@ -29,13 +29,19 @@ from torch import Tensor
 
 from bench.datasets.image_classification import ImageClassificationData, ImageSplits
 from bench.datasets.training_set import TrainingSet
+from bench.harness.method_nodes import instantiate_method, merged_method_node, method_variants
 from bench.harness.result import TaskResult
 from bench.harness.timing import Stopwatch
-from bench.methods.base import instantiate_method, merged_method_node, method_variants
 from bench.methods.baselines.map_classifier import MapClassifier
-from bench.metrics.classification import accuracy
+from bench.metrics.classification import (
+    accuracy,
+    brier,
+    calibration_errors,
+    mean_confidence,
+    nll,
+)
 from bench.predictive.categorical import Categorical
-from bench.tasks.tempered_classification import initial_weights, network_recipe
+from bench.training.image_recipe import initial_weights, network_recipe
 from bench.training.network_store import StoredNetwork, trained_network
 
 # What the paper tables call the data sets (Laplace Redux Tables 3 and 4).
@@ -121,7 +127,7 @@ def predict_variants(cfg: DictConfig, job: ClassificationJob, sets: Mapping[str,
         result.timings.setdefault(total, 0.0)
     for row, arguments in method_variants(node).items():
         method = instantiate_method(node, **arguments)
-        base = job.network if getattr(method, "fits_on_base", False) else None
+        base = job.network if method.fits_on_base else None
         watch = Stopwatch()
         diagnostics = method.fit(job.training, job.seed, base=base)
         fit_s = watch.elapsed()
@@ -154,3 +160,13 @@ def predict_variants(cfg: DictConfig, job: ClassificationJob, sets: Mapping[str,
         result.metrics["map_test_accuracy"] = accuracy(map_test.predict(job.splits.x_test),
                                                        job.splits.y_test)
     return rows
+
+
+def shift_metrics(predictive: Categorical, labels, n_bins: int) -> dict[str, float]:
+    """Brier, accuracy, NLL, confidence, ECE / MCE over every point and the paper's ECE
+    (which drops confidences >= 0.99; NaN when that leaves no point)."""
+    ece_all, mce_all = calibration_errors(predictive, labels, n_bins, "corrected")
+    return {"brier": brier(predictive, labels), "accuracy": accuracy(predictive, labels),
+            "nll": nll(predictive, labels), "confidence": mean_confidence(predictive),
+            "ece": ece_all, "mce": mce_all,
+            "ece_paper": calibration_errors(predictive, labels, n_bins, "paper")[0]}
