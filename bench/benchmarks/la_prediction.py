@@ -53,10 +53,10 @@ from omegaconf import OmegaConf
 from torch import Tensor
 
 from bench.benchmarks.network_ssla import machine, publish
+from bench.harness.method_nodes import instantiate_method, method_variants
 from bench.harness.overrides import CONF_DIR
 from bench.harness.rng import make_generator
 from bench.harness.timing import Stopwatch
-from bench.methods.base import instantiate_method, method_variants
 from bench.methods.baselines.map_classifier import MapClassifier
 from bench.models.classifiers import build_classifier, count_parameters
 from bench.predictive.categorical import Categorical

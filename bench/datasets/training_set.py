@@ -1,6 +1,6 @@
 """What a method fits on: the training tensors, where they come from, where trained states go.
 
-Every method of the contract (:mod:`bench.methods.base`) that conditions on a labelled training
+Every method of the contract (:mod:`bench.contracts.method`) that conditions on a labelled training
 set receives a :class:`TrainingSet`. Methods that only fit curvature read the two tensors;
 methods that train (ensembles, variational and sampling baselines, SWAG) also use the data's
 identity (part of their stored-state recipe, :mod:`bench.training.state_store`), the results

@@ -11,8 +11,8 @@ that whatever a later version keeps is counted too).
 A method's headline bytes are what it needs to predict. A method whose objects also keep
 tensors alive that its predictions never read (laplace-torch's last-layer Laplace holds the
 parameters of the network it was handed, the harness's deep copy, beside its own copy) says so
-through ``unread_tensors()`` (:class:`bench.methods.base.HoldsUnreadTensors`); Table 5 shows
-that measurement as a row of its own, named by :func:`as_held_row`.
+through ``unread_tensors()`` (:class:`bench.contracts.capabilities.HoldsUnreadTensors`);
+Table 5 shows that measurement as a row of its own, named by :func:`as_held_row`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """SSLA and ASSLA for the conjugate models: fit on a problem, predict its grid density.
 
-Both follow :class:`bench.methods.base.Method`: ``fit(problem, seed)`` takes a
+Both follow :class:`bench.contracts.method.Method`: ``fit(problem, seed)`` takes a
 :class:`bench.datasets.conjugate.ConjugateProblem` (model, data and candidate y-grid travel
 together) and fits theta-hat; ``predict(x)`` gives the unnormalised log-PPD on the problem's
 grid as a :class:`GridDensity`. A 1-D grid is one predictive at ``x`` (one input row, or None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.methods.base import instantiate_method
+from bench.harness.method_nodes import instantiate_method
 from bench.methods.ssla.curvature_weights import EmpiricalFisherWeights, GGNWeights
 from bench.methods.ssla.objectives import AuthorsObjective, GaussianObjective
 from bench.methods.ssla.refit_gauss_newton import GaussNewtonRefit
