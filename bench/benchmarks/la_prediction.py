@@ -9,7 +9,7 @@ Redux LeNet (44,426 parameters, seeded random weights: the time does not depend 
 values) and ``n_test`` standard normal MNIST-shaped inputs, with the LA built as the Table 3
 row builds it (``conf/method/laplace_classifier.yaml``, variant LA: last-layer K-FAC, BackPACK
 GGN, prior precision by marginal likelihood, GLM probit predictive in chunks of
-``predict_batch_size``), fitted on ``n_train`` random labelled inputs. In one run, interleaved
+``prediction.batch_size``), fitted on ``n_train`` random labelled inputs. In one run, interleaved
 so that load drifts hit every side alike, it times:
 
 1. MAP: :class:`~bench.methods.baselines.map_classifier.MapClassifier` (forward without
@@ -154,7 +154,7 @@ def input_chunks(method: Any, x: Tensor) -> tuple[Tensor, ...]:
     """``x`` on the LA network's device and dtype, split into the method's prediction
     batches, as :func:`laplace_predictive` feeds it."""
     reference = next(method.la.model.parameters())
-    return x.to(device=reference.device, dtype=reference.dtype).split(method.predict_batch_size)
+    return x.to(device=reference.device, dtype=reference.dtype).split(method.prediction.batch_size)
 
 
 def prediction_in_steps(method: Any, x: Tensor) -> tuple[dict[str, float], Tensor]:
@@ -218,7 +218,7 @@ def measure(cfg: dict, device: str) -> dict:
     method = table_3_laplace(device)
     diagnostics = method.fit(SimpleNamespace(train_inputs=train_x.to(device),
                                              train_labels=train_y.to(device)), 0, base=network)
-    map_method = MapClassifier(predict_batch_size=method.predict_batch_size, device=device)
+    map_method = MapClassifier(prediction=method.prediction, device=device)
     map_method.fit(None, 0, base=network)
     sides: dict[str, list[float]] = {"map": [], "la": []}
     steps: dict[str, list[float]] = {}
@@ -237,7 +237,7 @@ def measure(cfg: dict, device: str) -> dict:
         for name, seconds in fixed_s.items():
             fixed.setdefault(name, []).append(seconds)
     with torch.no_grad():
-        f, phi = method.la.model.forward_with_features(x[: method.predict_batch_size])
+        f, phi = method.la.model.forward_with_features(x[: method.prediction.batch_size])
         exact = method.la.functional_variance(last_layer_jacobians(method.la, phi, f)).diagonal(
             dim1=1, dim2=2)
         variance_gap = float(((kron_variance_diagonal(method.la, phi) - exact).abs()
@@ -250,7 +250,7 @@ def measure(cfg: dict, device: str) -> dict:
         "fixed_gap": float((fixed_probs - la_pred.probs).abs().max()),
         "variance_gap": variance_gap, "dtype": str(next(network.parameters()).dtype),
         "n_parameters": count_parameters(network), "prior_precision":
-            diagnostics["prior_precision"], "chunk": method.predict_batch_size,
+            diagnostics["prior_precision"], "chunk": method.prediction.batch_size,
         "n_last": int(method.la.n_params), "n": len(x),
     }
 

@@ -65,7 +65,7 @@ def bench_predictive(cfg: dict, device: str) -> dict:
     train = mnist_sized(cfg["n_train"], 0, device)
     x = mnist_sized(cfg["n_test"], 1, device).train_inputs.to(device)
     ours = TemperedLaplace(structure="diag", fisher_type="type-2", n_samples=cfg["samples"],
-                           batch_size=256, predict_batch_size=cfg["chunk"], device=device)
+                           batch_size=256, prediction={"batch_size": cfg["chunk"]}, device=device)
     ours.fit(SimpleNamespace(train_inputs=train.train_inputs[:8],
                              train_labels=train.train_labels[:8]), seed=0, base=lenet5())
     with Stopwatch() as ours_fit:

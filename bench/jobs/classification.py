@@ -133,8 +133,8 @@ def predict_variants(cfg: DictConfig, job: ClassificationJob, sets: Mapping[str,
         fit_s = watch.elapsed()
         reference = None
         if job.network is not None:
-            reference = MapClassifier(predict_batch_size=int(getattr(
-                method, "predict_batch_size", MapClassifier.predict_batch_size)),
+            reference = MapClassifier(prediction=getattr(
+                method, "prediction", MapClassifier.prediction),
                 device=str(cfg.device))
             reference.fit(job.training, job.seed, base=job.network)
         predictives, seconds, map_seconds = {}, {}, 0.0

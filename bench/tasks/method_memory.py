@@ -7,7 +7,7 @@ without real training: the data set is a handful of generated images of CIFAR-10
 for its (one) epoch on them, and ``memory.method_overrides[<method name>]`` cuts each method's
 training to the least that still yields a state of the paper's size (the counts that decide
 the size stay: 5 DE members, 40 SWAG snapshots of rank 40, 12 CSGHMC samples). Methods that
-build their own network (``network_model``/``network_options`` arguments: BBB, CSGHMC) get the
+build their own network (a ``model`` sub-node: BBB, CSGHMC) get the
 experiment's. Each row is fitted on its own copy of the base network, predicts once on the test
 images (so lazily built caches exist, e.g. the full Laplace's posterior scale) and is measured
 by :func:`bench.metrics.memory.stored_bytes` over ``method.stored_tensors()``: what it needs to
@@ -106,15 +106,13 @@ def add_memory_cells(result: TaskResult, row: str, column: str, tensors: dict[st
 
 def memory_method_node(cfg: DictConfig, recipe: TrainingRecipe) -> DictConfig:
     """The method node with ``memory.method_overrides[<name>]`` merged in, and the experiment's
-    network for methods that build their own (``network_model`` / ``network_options``)."""
+    network for methods that build their own (a ``model`` sub-node)."""
     node = cfg.method
     overrides = OmegaConf.to_container(cfg.memory.get("method_overrides") or {}, resolve=True)
     extra: dict[str, Any] = dict(overrides.get(str(node.name)) or {})
     accepted = method_arguments(method_class(node))
-    if "network_model" in accepted:
-        extra.setdefault("network_model", recipe.model)
-    if "network_options" in accepted:
-        extra.setdefault("network_options", dict(recipe.model_options))
+    if "model" in accepted:
+        extra.setdefault("model", {"name": recipe.model, "options": dict(recipe.model_options)})
     return merged_method_node(node, extra)
 
 

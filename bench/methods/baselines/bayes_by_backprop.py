@@ -4,7 +4,7 @@ contract.
 
 What the Laplace Redux code does, and this class by default (reproduction notes §3, §10.2):
 
-* the network (``network_model``, e.g. ``lenet_redux``) has every ``nn.Conv2d`` and
+* the network (``model``, e.g. ``lenet_redux``) has every ``nn.Conv2d`` and
   ``nn.Linear`` replaced by bayesian-torch's ``Conv2dFlipout`` / ``LinearFlipout``, except
   those whose attribute name is in ``deterministic_layers`` (the code's WRN keeps its 1x1
   shortcut convs plain: ``deterministic_layers: [shortcut]``); other layers (batch norm,
@@ -39,7 +39,7 @@ epoch that a killed run resumes from exactly.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -60,13 +60,12 @@ from bench.methods.baselines.scratch_training import (
     MINIBATCH_STREAM,
     POSTERIOR_INIT_STREAM,
     EpochLog,
-    check_network,
     require_count,
     require_real,
-    scratch_network,
     stream_seed,
     training_tensors,
 )
+from bench.methods.settings import ModelSettings, PredictionSettings, settings_node
 from bench.predictive.categorical import Categorical
 from bench.training.loop import LoopState, TrainingConfig, fit_parameters
 from bench.training.state_store import Checkpoints, stored_state
@@ -150,8 +149,7 @@ class BayesByBackprop:
     """Mean-field Gaussian variational posterior by flipout, trained from scratch."""
 
     name: str = "BBB"
-    network_model: str = "lenet_redux"
-    network_options: dict = field(default_factory=dict)
+    model: ModelSettings = ModelSettings()
     num_classes: int = 10
     prior_variance: float = 1.0
     posterior_mu_init: float = 0.0
@@ -166,14 +164,15 @@ class BayesByBackprop:
     epochs: int = 100
     batch_size: int = 512
     n_samples: int = 10
-    predict_batch_size: int = 1024
+    prediction: PredictionSettings = PredictionSettings(batch_size=1024)
     sample_seed: int = 711
     device: str = "cpu"
     fits_on_base: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        check_network(self.network_model, self.network_options)
-        for key in ("num_classes", "epochs", "batch_size", "n_samples", "predict_batch_size"):
+        self.model = settings_node(ModelSettings, self.model)
+        self.prediction = settings_node(PredictionSettings, self.prediction)
+        for key in ("num_classes", "epochs", "batch_size", "n_samples"):
             require_count(key, getattr(self, key))
         require_count("sample_seed", self.sample_seed, minimum=0)
         for key in ("prior_variance", "lr"):
@@ -196,7 +195,7 @@ class BayesByBackprop:
 
     def recipe(self, data: TrainingSet) -> dict:
         """Everything that decides the trained posterior except the seed."""
-        keys = ("network_model", "network_options", "num_classes", "prior_variance",
+        keys = ("num_classes", "prior_variance",
                 "posterior_mu_init", "posterior_rho_init", "kl_weight", "kl_reduction", "lr",
                 "epochs",
                 "batch_size")
@@ -209,15 +208,14 @@ class BayesByBackprop:
         plain = ({} if not self.deterministic_layers
                  else {"deterministic_layers": list(self.deterministic_layers)})
         return {"method": "bbb", "init_stream": list(POSTERIOR_INIT_STREAM),
-                **{k: getattr(self, k) for k in keys},
+                **self.model.recipe(), **{k: getattr(self, k) for k in keys},
                 "optimizer": self.optimizer, **sgd, **plain, "schedule": "cosine per step",
                 "data": data.identity()}
 
     def build(self, seed: int, in_channels: int) -> nn.Module:
         """The flipout network with its initial posterior for the fit ``seed`` (on CPU);
         the caller's global RNG is left as it was."""
-        network = scratch_network(self.network_model, self.network_options, seed,
-                                  self.num_classes, in_channels)
+        network = self.model.build(seed, self.num_classes, in_channels)
         with seeded_global_rng(stream_seed(seed, POSTERIOR_INIT_STREAM)):
             return to_flipout(network, self.prior_variance, self.posterior_mu_init,
                               self.posterior_rho_init, self.deterministic_layers)
@@ -285,13 +283,13 @@ class BayesByBackprop:
 
     def predict(self, x: Tensor) -> Categorical:
         """Mean of ``n_samples`` sampled softmaxes per row of ``x``, in batches of
-        ``predict_batch_size`` on ``device``; the samples are drawn from ``sample_seed``,
+        ``prediction.batch_size`` on ``device``; the samples are drawn from ``sample_seed``,
         re-seeded at every call."""
         self.network.eval()
         chunks = []
         with seeded_global_rng(self.sample_seed, self.device), torch.no_grad():
-            for start in range(0, len(x), self.predict_batch_size):
-                batch = x[start:start + self.predict_batch_size].to(self.device)
+            for start in range(0, len(x), self.prediction.batch_size):
+                batch = x[start:start + self.prediction.batch_size].to(self.device)
                 chunks.append(torch.stack([torch.softmax(self.network(batch), dim=-1)
                                            for _ in range(self.n_samples)]).mean(dim=0))
         return Categorical(torch.cat(chunks))

@@ -26,6 +26,7 @@ from bench.harness.errors import ConfigError
 from bench.harness.rng import derived_seed
 from bench.methods.baselines.map_classifier import batched_logits
 from bench.methods.laplace.classification import network_of
+from bench.methods.settings import PredictionSettings, require_positive_int, settings_node
 from bench.predictive.categorical import Categorical
 from bench.training.network_store import (
     RECIPE_NAME,
@@ -48,16 +49,13 @@ class ClassifierEnsemble:
     name: str = "DE"
     members: int = 5
     network: Any = None
-    predict_batch_size: int = 1024
+    prediction: PredictionSettings = PredictionSettings(batch_size=1024)
     device: str = "cpu"
     fits_on_base: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        for key in ("members", "predict_batch_size"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"method.{key}={value!r} is not valid; it must be a positive "
-                                  "integer")
+        self.prediction = settings_node(PredictionSettings, self.prediction)
+        require_positive_int("method.members", self.members)
         if self.network is not None and not isinstance(self.network, dict | TrainingRecipe):
             raise ConfigError(f"method.network={self.network!r} is not valid; it must be the "
                               "experiment's network node (model and stages) or null")
@@ -99,7 +97,7 @@ class ClassifierEnsemble:
 
     def predict(self, x: Tensor) -> Categorical:
         """The mean over members of ``softmax(f_k(x))`` per row of ``x``."""
-        probs = [torch.softmax(batched_logits(network, x, self.predict_batch_size,
+        probs = [torch.softmax(batched_logits(network, x, self.prediction.batch_size,
                                               self.device), dim=-1)
                  for network in self.networks]
         return Categorical.mean_of(torch.stack(probs))

@@ -21,7 +21,7 @@ The predictive is the mean of the samples' softmaxes. A sample is the network's 
 (parameters and buffers) when it is kept: for a network with batch norm, each sample predicts
 with the running statistics the chain had accumulated by then (what the code saved), without
 a refresh. Dropout, if the network has any, draws from torch's global RNG seeded from the fit
-seed; the code's CIFAR runs set WRN dropout to 0 (``network_options: {dropout: 0.0}``).
+seed; the code's CIFAR runs set WRN dropout to 0 (``model: {options: {dropout: 0.0}}``).
 
 Code vs this class: the code's step-size counter assumes 128-row batches while its (F)MNIST
 loader gives 512, so its step size drops once per epoch (notes §10.13); here it decays per
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -57,13 +57,12 @@ from bench.methods.baselines.scratch_training import (
     MINIBATCH_STREAM,
     NOISE_STREAM,
     EpochLog,
-    check_network,
     require_count,
     require_real,
-    scratch_network,
     stream_seed,
     training_tensors,
 )
+from bench.methods.settings import ModelSettings, PredictionSettings, settings_node
 from bench.predictive.categorical import Categorical
 from bench.training.loop import LoopState, TrainingConfig, fit_parameters
 from bench.training.state_store import Checkpoints, stored_state
@@ -154,8 +153,7 @@ class CyclicalSGHMC:
     """Samples of cyclical SGHMC, trained from scratch; softmax mean predictive."""
 
     name: str = "CSGHMC"
-    network_model: str = "lenet_redux"
-    network_options: dict = field(default_factory=dict)
+    model: ModelSettings = ModelSettings()
     num_classes: int = 10
     cycles: int = 4
     epochs_per_cycle: int = 50
@@ -164,7 +162,7 @@ class CyclicalSGHMC:
     friction: float = 0.9
     weight_decay: float = 5e-4
     batch_size: int = 512
-    predict_batch_size: int = 1024
+    prediction: PredictionSettings = PredictionSettings(batch_size=1024)
     # "steps": a smooth cosine over the cycle's real steps; "code": the authors' counter,
     # which assumes 128-row batches (code_step_size).
     step_counter: str = "steps"
@@ -172,9 +170,10 @@ class CyclicalSGHMC:
     fits_on_base: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        check_network(self.network_model, self.network_options)
+        self.model = settings_node(ModelSettings, self.model)
+        self.prediction = settings_node(PredictionSettings, self.prediction)
         for key in ("num_classes", "cycles", "epochs_per_cycle", "sampling_epochs",
-                    "batch_size", "predict_batch_size"):
+                    "batch_size"):
             require_count(key, getattr(self, key))
         if self.sampling_epochs > self.epochs_per_cycle:
             raise ConfigError(f"method.sampling_epochs={self.sampling_epochs!r} is not valid; "
@@ -186,21 +185,20 @@ class CyclicalSGHMC:
 
     def recipe(self, data: TrainingSet) -> dict:
         """Everything that decides the samples except the seed."""
-        keys = ("network_model", "network_options", "num_classes", "cycles",
+        keys = ("num_classes", "cycles",
                 "epochs_per_cycle", "sampling_epochs", "lr", "friction", "weight_decay",
                 "batch_size")
         # The step counter appears only when it is not the default, so earlier recipes keep
         # their hashes.
         counter = {} if self.step_counter == "steps" else {"step_counter": self.step_counter}
-        return {"method": "csghmc", **{k: getattr(self, k) for k in keys}, **counter,
-                "data": data.identity()}
+        return {"method": "csghmc", **self.model.recipe(), **{k: getattr(self, k) for k in keys},
+                **counter, "data": data.identity()}
 
     def fit(self, data: TrainingSet, seed: int, base: Any = None) -> dict:
         """Run the chain on ``data`` (or load its stored samples); returns the number of
         samples, epochs run and whether the samples were reused."""
         in_channels = int(data.train_inputs.shape[1])
-        self.network = scratch_network(self.network_model, self.network_options, seed,
-                                       self.num_classes, in_channels).to(self.device)
+        self.network = self.model.build(seed, self.num_classes, in_channels).to(self.device)
         stored = stored_state("csghmc", data.name, self.recipe(data), seed,
                               lambda checkpoints: self._train(data, seed, checkpoints),
                               data.results_dir)
@@ -286,7 +284,7 @@ class CyclicalSGHMC:
 
     def predict(self, x: Tensor) -> Categorical:
         """Mean of the samples' softmaxes per row of ``x`` (eval mode), in batches of
-        ``predict_batch_size`` on ``device``."""
+        ``prediction.batch_size`` on ``device``."""
         self.network.eval()
         total = None
         with torch.no_grad():
@@ -295,8 +293,8 @@ class CyclicalSGHMC:
                 probs = torch.cat([
                     torch.softmax(functional_call(
                         self.network, state,
-                        (x[i:i + self.predict_batch_size].to(self.device),)), dim=-1)
-                    for i in range(0, len(x), self.predict_batch_size)])
+                        (x[i:i + self.prediction.batch_size].to(self.device),)), dim=-1)
+                    for i in range(0, len(x), self.prediction.batch_size)])
                 total = probs if total is None else total + probs
         return Categorical(total / self.n_samples)
 

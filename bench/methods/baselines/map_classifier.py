@@ -3,7 +3,7 @@
 The baseline every uncertainty method of a classification table is compared with. ``fit``
 keeps the trained network ``base`` (a module or an object holding one in ``.module``, such as
 a stored network); ``predict(x)`` is ``softmax(f(x; theta_MAP))``, in batches of
-``predict_batch_size`` on ``device``.
+``prediction.batch_size`` on ``device``.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from bench.harness.errors import ConfigError
 from bench.methods.laplace.classification import network_of
+from bench.methods.settings import PredictionSettings, settings_node
 from bench.predictive.categorical import Categorical
 
 
@@ -33,15 +33,12 @@ class MapClassifier:
     """The MAP network's softmax predictive."""
 
     name: str = "MAP"
-    predict_batch_size: int = 1024
+    prediction: PredictionSettings = PredictionSettings(batch_size=1024)
     device: str = "cpu"
     fits_on_base: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        size = self.predict_batch_size
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ConfigError(f"method.predict_batch_size={size!r} is not valid; it must be a "
-                              "positive integer")
+        self.prediction = settings_node(PredictionSettings, self.prediction)
 
     def fit(self, data: Any, seed: int, base: Any = None) -> dict:
         """Keep the trained network ``base`` (on ``device``); nothing is fitted."""
@@ -52,7 +49,7 @@ class MapClassifier:
 
     def predict(self, x: Tensor) -> Categorical:
         """``softmax(f(x; theta_MAP))`` per row of ``x``."""
-        return Categorical.from_logits(batched_logits(self.network, x, self.predict_batch_size,
+        return Categorical.from_logits(batched_logits(self.network, x, self.prediction.batch_size,
                                                       self.device))
 
     def stored_tensors(self) -> dict[str, Tensor]:

@@ -1,11 +1,11 @@
 """What the classification baselines that train their own networks from scratch share (BBB,
-CSGHMC): config checks naming ``method.<key>``, the network built from the fit seed, the
-streams derived from that seed, and the per-epoch history of a run.
+CSGHMC): config checks naming ``method.<key>``, the streams derived from the fit seed, and
+the per-epoch history of a run (the network: :class:`bench.methods.settings.ModelSettings`).
 
 Every random draw of a fit comes from the fit ``seed``: the network's initial weights from
-:data:`NETWORK_STREAM`, torch's global RNG (dropout, bayesian-torch's layers) seeded from
-:data:`GLOBAL_STREAM`, the minibatch order from :data:`MINIBATCH_STREAM` and sampler noise
-from :data:`NOISE_STREAM` (``derived_seed(seed, spawn_key=stream)``).
+:data:`bench.methods.settings.NETWORK_STREAM`, torch's global RNG (dropout, bayesian-torch's
+layers) seeded from :data:`GLOBAL_STREAM`, the minibatch order from :data:`MINIBATCH_STREAM`
+and sampler noise from :data:`NOISE_STREAM` (``derived_seed(seed, spawn_key=stream)``).
 """
 
 from __future__ import annotations
@@ -15,13 +15,11 @@ import time
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
-from bench.harness.errors import ConfigError, require_choice
-from bench.harness.rng import derived_seed, make_generator
-from bench.models.classifiers import CLASSIFIERS, build_classifier
+from bench.harness.errors import ConfigError
+from bench.harness.rng import derived_seed
 
-NETWORK_STREAM = (0,)
 GLOBAL_STREAM = (1,)
 MINIBATCH_STREAM = (2,)
 NOISE_STREAM = (3,)
@@ -56,25 +54,6 @@ def require_real(key: str, value: Any, *, at_least: float | None = None,
                               if bound is not None)
         raise ConfigError(f"method.{key}={value!r} is not valid; it must be a finite number"
                           + (f" {limits}" if limits else ""))
-
-
-def check_network(model: str, options: dict) -> None:
-    """``model`` is a network of :data:`bench.models.classifiers.CLASSIFIERS` and ``options``
-    are settings it takes; else a one-line ConfigError naming ``method.network_*``."""
-    require_choice("method.network_model", model, CLASSIFIERS)
-    accepted = CLASSIFIERS[model].options
-    for key in options:
-        if key not in accepted:
-            raise ConfigError(f"method.network_options.{key} is not an option of {model}; its "
-                              f"options: {', '.join(accepted) or 'none'}")
-
-
-def scratch_network(model: str, options: dict, seed: int, num_classes: int,
-                    in_channels: int) -> nn.Module:
-    """The network ``model`` on CPU, initialised from the fit ``seed``'s network stream."""
-    generator = make_generator(stream_seed(seed, NETWORK_STREAM))
-    return build_classifier(model, generator, num_classes=num_classes, in_channels=in_channels,
-                            **options)
 
 
 class EpochLog:

@@ -50,6 +50,7 @@ from bench.harness.errors import ConfigError
 from bench.harness.rng import derived_seed, make_generator
 from bench.methods.baselines.map_classifier import batched_logits
 from bench.methods.laplace.classification import network_of
+from bench.methods.settings import PredictionSettings, settings_node
 from bench.predictive.categorical import Categorical
 from bench.training.classifier import ClassifierCheckpoint, TrainingStage, train_classifier
 from bench.training.state_store import Checkpoints, stored_state
@@ -149,13 +150,14 @@ class SWAG:
     n_samples: int = 30
     bn_refresh: bool = False
     sample_seed: int = 711
-    predict_batch_size: int = 1024
+    prediction: PredictionSettings = PredictionSettings(batch_size=1024)
     device: str = "cpu"
     fits_on_base: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
+        self.prediction = settings_node(PredictionSettings, self.prediction)
         self.stage().check("method")
-        for key in ("rank", "n_samples", "predict_batch_size", "sample_seed"):
+        for key in ("rank", "n_samples", "sample_seed"):
             value = getattr(self, key)
             smallest = 0 if key == "sample_seed" else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < smallest:
@@ -242,7 +244,7 @@ class SWAG:
             vector_to_parameters(theta, self.network.parameters())
             if self.bn_refresh:
                 self._refresh(s)
-            probs = torch.softmax(batched_logits(self.network, x, self.predict_batch_size,
+            probs = torch.softmax(batched_logits(self.network, x, self.prediction.batch_size,
                                                  self.device), dim=-1)
             total = probs if total is None else total + probs
         return Categorical(total / self.n_samples)

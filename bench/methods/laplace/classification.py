@@ -25,7 +25,7 @@ What the settings mean (laplace-redux-reproduction-notes §1, generalized-laplac
 * ``pred_type="glm"`` with ``link_approx`` probit, bridge, bridge_norm (deterministic) or mc;
   ``pred_type="nn"`` samples networks (``link_approx`` must be mc). Sampled predictives draw
   from a generator seeded with the fit ``seed``: for ``nn`` the same ``n_samples`` parameter
-  draws serve every test point (the generator is re-seeded per chunk of ``predict_batch_size``
+  draws serve every test point (the generator is re-seeded per chunk of ``prediction.batch_size``
   points); for glm-mc one generator stream runs across the chunks. laplace-torch's own
   ``la(x, ...)`` ignores its generator for classification, so the draws go through
   ``la.predictive_samples``, which takes it.
@@ -58,6 +58,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from bench.datasets.augmentation import Augment
 from bench.harness.errors import ConfigError, require_choice, require_positive
 from bench.harness.rng import derived_seed, make_generator
+from bench.methods.settings import PredictionSettings, require_positive_int, settings_node
 from bench.metrics.memory import held_tensors, storage_key
 from bench.predictive.categorical import Categorical
 
@@ -122,12 +123,6 @@ def backend_class(name: str) -> type:
     return getattr(laplace.curvature, require_choice("method.backend", name, BACKENDS))
 
 
-def _require_count(key: str, value: Any) -> None:
-    """A positive integer, else a one-line ConfigError naming ``key``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{key}={value!r} is not valid; it must be a positive integer")
-
-
 def laplace_predictive(la: Any, x: Tensor, pred_type: str, link_approx: str, n_samples: int,
                        seed: int, batch_size: int) -> Categorical:
     """The predictive class probabilities of a fitted laplace-torch object ``la`` at ``x``, in
@@ -167,11 +162,12 @@ class LaplaceTorchClassifier:
     tune_lr: float = 0.1
     temperature: float = 1.0
     batch_size: int = 512
-    predict_batch_size: int = 512
+    prediction: PredictionSettings = PredictionSettings(batch_size=512)
     device: str = "cpu"
     fits_on_base: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
+        self.prediction = settings_node(PredictionSettings, self.prediction)
         require_choice("method.subset_of_weights", self.subset_of_weights, SUBSETS)
         require_choice("method.hessian_structure", self.hessian_structure, STRUCTURES)
         require_choice("method.backend", self.backend, BACKENDS)
@@ -182,8 +178,8 @@ class LaplaceTorchClassifier:
         require_positive("method.temperature", self.temperature)
         require_positive("method.prior_precision", self.prior_precision)
         require_positive("method.tune_lr", self.tune_lr)
-        for key in ("n_samples", "tune_steps", "batch_size", "predict_batch_size"):
-            _require_count(f"method.{key}", getattr(self, key))
+        for key in ("n_samples", "tune_steps", "batch_size"):
+            require_positive_int(f"method.{key}", getattr(self, key))
         if self.pred_type == "nn" and self.link_approx != "mc":
             raise ConfigError(f"method.link_approx={self.link_approx!r} is not valid with "
                               "method.pred_type='nn'; choose one of: mc")
@@ -253,9 +249,9 @@ class LaplaceTorchClassifier:
         return prior.tolist() if self.prior_structure == "layerwise" else float(prior.mean())
 
     def predict(self, x: Tensor) -> Categorical:
-        """Predictive class probabilities at ``x``, in chunks of ``predict_batch_size``."""
+        """Predictive class probabilities at ``x``, in chunks of ``prediction.batch_size``."""
         return laplace_predictive(self.la, x, self.pred_type, self.link_approx, self.n_samples,
-                                  self.seed, self.predict_batch_size)
+                                  self.seed, self.prediction.batch_size)
 
     def stored_tensors(self) -> dict[str, Tensor]:
         """Every tensor the fitted laplace-torch object reads to predict, found by walking its

@@ -52,13 +52,12 @@ from bench.methods.baselines.map_classifier import batched_logits
 from bench.methods.baselines.scratch_training import (
     MINIBATCH_STREAM,
     EpochLog,
-    check_network,
     require_count,
     require_real,
-    scratch_network,
     training_tensors,
 )
 from bench.methods.laplace.classification import LaplaceTorchClassifier, train_loader
+from bench.methods.settings import ModelSettings, PredictionSettings, settings_node
 from bench.predictive.categorical import Categorical
 from bench.training.loop import LoopState, TrainingConfig, fit_parameters
 from bench.training.state_store import Checkpoints, stored_state
@@ -139,8 +138,7 @@ class ContinualLaplace:
     name: str = "continual_laplace"
     hessian_structure: str = "kron"
     backend: str = "AsdlGGN"
-    network_model: str = "mlp"
-    network_options: dict = field(default_factory=dict)
+    model: ModelSettings = ModelSettings(name="mlp")
     num_classes: int = 10
     prior_precision: float = 1e-3
     penalty_weight: float = 1.0
@@ -152,7 +150,7 @@ class ContinualLaplace:
     marglik_steps: int = 100
     marglik_lr: float = 0.1
     marglik_restart: bool = False
-    predict_batch_size: int = 64
+    prediction: PredictionSettings = PredictionSettings(batch_size=64)
     device: str = "cpu"
     fits_on_base: ClassVar[bool] = False
     # The network after the last task and the recipe hash of the posterior state it left.
@@ -161,9 +159,9 @@ class ContinualLaplace:
 
     def __post_init__(self) -> None:
         require_choice("method.hessian_structure", self.hessian_structure, STRUCTURES)
-        check_network(self.network_model, self.network_options)
-        for key in ("num_classes", "epochs", "batch_size", "marglik_every", "marglik_steps",
-                    "predict_batch_size"):
+        self.model = settings_node(ModelSettings, self.model)
+        self.prediction = settings_node(PredictionSettings, self.prediction)
+        for key in ("num_classes", "epochs", "batch_size", "marglik_every", "marglik_steps"):
             require_count(key, getattr(self, key))
         require_real("prior_precision", self.prior_precision, above=0)
         require_real("penalty_weight", self.penalty_weight, at_least=0)
@@ -174,7 +172,7 @@ class ContinualLaplace:
             name=self.name, subset_of_weights="all", hessian_structure=self.hessian_structure,
             backend=self.backend, pred_type="glm", link_approx="probit",
             prior_precision=float(self.prior_precision), batch_size=self.batch_size,
-            predict_batch_size=self.predict_batch_size, device=self.device)
+            prediction=self.prediction, device=self.device)
         self.tasks_done = 0
 
     @property
@@ -185,16 +183,16 @@ class ContinualLaplace:
     def recipe(self, data: TrainingSet) -> dict:
         """Everything that decides the state after this task except the seed: the settings,
         the task's position and data, and the recipe hash of the state it starts from."""
-        keys = ("hessian_structure", "backend", "network_model", "network_options",
-                "num_classes", "prior_precision", "penalty_weight", "epochs", "lr", "min_lr",
-                "batch_size", "marglik_every", "marglik_steps", "marglik_lr", "marglik_restart")
-        return {"method": STATE_KIND, **{k: getattr(self, k) for k in keys},
+        keys = ("hessian_structure", "backend", "num_classes", "prior_precision",
+                "penalty_weight", "epochs", "lr", "min_lr", "batch_size", "marglik_every",
+                "marglik_steps", "marglik_lr", "marglik_restart")
+        return {"method": STATE_KIND, **self.model.recipe(),
+                **{k: getattr(self, k) for k in keys},
                 "task": self.tasks_done, "previous": self.state_hash, "data": data.identity()}
 
     def _start(self, seed: int, in_channels: int) -> None:
         """The initial network of ``seed`` and the prior N(0, 1/prior_precision) as ``q``."""
-        self.network = scratch_network(self.network_model, self.network_options, seed,
-                                       self.num_classes, in_channels).to(self.device)
+        self.network = self.model.build(seed, self.num_classes, in_channels).to(self.device)
         n_params = sum(p.numel() for p in self.network.parameters())
         reference = next(self.network.parameters())
         self.adapter.la = self.adapter.build_laplace(
@@ -294,5 +292,5 @@ class ContinualLaplace:
 
     def map_predict(self, x: Tensor) -> Categorical:
         """The network's own softmax at ``x`` (the MAP of the tasks so far)."""
-        return Categorical.from_logits(batched_logits(self.network, x, self.predict_batch_size,
+        return Categorical.from_logits(batched_logits(self.network, x, self.prediction.batch_size,
                                                       self.device))

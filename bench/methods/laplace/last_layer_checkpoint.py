@@ -25,20 +25,16 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from bench.datasets.wilds import WildsJob
-from bench.harness.errors import ConfigError, require_choice, require_positive
+from bench.harness.errors import require_choice, require_positive
 from bench.harness.rng import make_generator
 from bench.methods.baselines.checkpoint_methods import TASKS, validation_noise_sd
 from bench.methods.laplace.classification import BACKENDS, backend_class
+from bench.methods.settings import PredictionSettings, require_positive_int, settings_node
 from bench.models.wilds_networks import features_and_outputs
 from bench.predictive.categorical import Categorical
 from bench.predictive.densities import Gaussian
 
 STRUCTURES = ("full", "kron", "diag")
-
-
-def _require_count(key: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{key}={value!r} is not valid; it must be a positive integer")
 
 
 def head_laplace(head: nn.Linear, likelihood: str, hessian_structure: str, backend: str,
@@ -68,18 +64,19 @@ class CheckpointLastLayerLaplace:
     prior_precision: float = 1.0
     n_samples: int = 10000
     fit_batch_size: int = 512
-    predict_batch_size: int = 256
+    prediction: PredictionSettings = PredictionSettings(batch_size=256)
     noise: dict[str, Any] = field(default_factory=dict)
     device: str = "cpu"
     fits_on_base: ClassVar[bool] = False
     tasks: ClassVar[tuple[str, ...]] = TASKS
 
     def __post_init__(self) -> None:
+        self.prediction = settings_node(PredictionSettings, self.prediction)
         require_choice("method.hessian_structure", self.hessian_structure, STRUCTURES)
         require_choice("method.backend", self.backend, BACKENDS)
         require_positive("method.prior_precision", self.prior_precision)
-        for key in ("n_samples", "fit_batch_size", "predict_batch_size"):
-            _require_count(f"method.{key}", getattr(self, key))
+        for key in ("n_samples", "fit_batch_size"):
+            require_positive_int(f"method.{key}", getattr(self, key))
 
     def checkpoint_keys(self, job: WildsJob) -> list[str]:
         """The checkpoint this method reads."""
@@ -111,7 +108,7 @@ class CheckpointLastLayerLaplace:
     def predict(self, x: DataLoader) -> Categorical | Gaussian:
         """GLM predictive at the loader's inputs (module docstring)."""
         features, _ = features_and_outputs(self.network, x, self.device)
-        chunks = features.to(self.device).split(self.predict_batch_size)
+        chunks = features.to(self.device).split(self.prediction.batch_size)
         if self.likelihood == "regression":
             means, variances = [], []
             with torch.no_grad():

@@ -4,7 +4,7 @@ laplace-torch's Laplace approximation around the restored best epoch predicts.
 
 ``fit(data, seed)``:
 
-1. the network ``network_model`` is built from the fit seed's network stream and trained by
+1. the network ``model`` is built from the fit seed's network stream and trained by
    :func:`bench.training.online_marglik.train_online_marglik` with laplace-torch's evidence
    of ``(subset_of_weights, hessian_structure, backend)``
    (:func:`bench.methods.laplace.marglik.laplace_evidence`). Defaults are the notes' section
@@ -20,12 +20,12 @@ laplace-torch's Laplace approximation around the restored best epoch predicts.
 ``uq.py --link_approx mc`` (:func:`bench.methods.laplace.classification.laplace_predictive`),
 its draws from a generator seeded with ``sample_seed`` (the authors' evaluation seed 711) at
 every call. laplace-torch computes the all-weights Jacobians with torch.func for the ASDL
-backends, about 70 MB per image for the LeNet: ``predict_batch_size`` bounds the memory.
+backends, about 70 MB per image for the LeNet: ``prediction.batch_size`` bounds the memory.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -36,9 +36,7 @@ from bench.harness.errors import ConfigError, require_choice
 from bench.methods.baselines.scratch_training import (
     GLOBAL_STREAM,
     MINIBATCH_STREAM,
-    check_network,
     require_count,
-    scratch_network,
     stream_seed,
     training_tensors,
 )
@@ -51,6 +49,7 @@ from bench.methods.laplace.classification import (
     train_loader,
 )
 from bench.methods.laplace.marglik import LOG_DETS, fit_laplace, laplace_evidence
+from bench.methods.settings import ModelSettings, PredictionSettings, settings_node
 from bench.metrics.memory import held_tensors
 from bench.predictive.categorical import Categorical
 from bench.training.online_marglik import (
@@ -88,26 +87,26 @@ class OnlineMarglikLaplace:
     marglik_frequency: int = 1
     burnin_epochs: int = 0
     refit_size: int | None = None
-    network_model: str = "lenet_redux"
-    network_options: dict = field(default_factory=dict)
+    model: ModelSettings = ModelSettings()
     num_classes: int = 10
     pred_type: str = "glm"
     link_approx: str = "mc"
     n_samples: int = 100
     sample_seed: int = 711
     fit_batch_size: int = 512
-    predict_batch_size: int = 32
+    prediction: PredictionSettings = PredictionSettings(batch_size=32)
     device: str = "cpu"
     fits_on_base: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
+        self.prediction = settings_node(PredictionSettings, self.prediction)
         require_choice("method.hessian_structure", self.hessian_structure, HESSIAN_STRUCTURES)
         require_choice("method.backend", self.backend, BACKENDS)
         require_choice("method.log_det", self.log_det, LOG_DETS)
         require_choice("method.pred_type", self.pred_type, PRED_TYPES)
         require_choice("method.link_approx", self.link_approx, LINK_APPROXIMATIONS)
-        check_network(self.network_model, self.network_options)
-        for key in ("num_classes", "n_samples", "fit_batch_size", "predict_batch_size"):
+        self.model = settings_node(ModelSettings, self.model)
+        for key in ("num_classes", "n_samples", "fit_batch_size"):
             require_count(key, getattr(self, key))
         require_count("sample_seed", self.sample_seed, minimum=0)
         self.settings().check()
@@ -139,8 +138,7 @@ class OnlineMarglikLaplace:
         """Everything that decides the trained weights and prior except the seed."""
         return {"method": "online_marglik", "settings": self.settings().to_dict(),
                 "hessian_structure": self.hessian_structure, "backend": self.backend,
-                "log_det": self.log_det, "network_model": self.network_model,
-                "network_options": self.network_options, "num_classes": self.num_classes,
+                "log_det": self.log_det, **self.model.recipe(), "num_classes": self.num_classes,
                 "optimizer": "adam", "schedule": "cosine per step", "data": data.identity()}
 
     def fit(self, data: TrainingSet, seed: int, base: Any = None) -> dict:
@@ -151,8 +149,7 @@ class OnlineMarglikLaplace:
             raise ConfigError(f"method.refit_size={self.refit_size} is not valid; the training "
                               f"set has {len(data.train_labels)} images")
         in_channels = int(data.train_inputs.shape[1])
-        network = scratch_network(self.network_model, self.network_options, seed,
-                                  self.num_classes, in_channels).to(self.device)
+        network = self.model.build(seed, self.num_classes, in_channels).to(self.device)
         stored = stored_state("online_marglik", data.name, self.recipe(data), seed,
                               lambda checkpoints: self._train(network, data, seed, checkpoints),
                               data.results_dir)
@@ -189,7 +186,7 @@ class OnlineMarglikLaplace:
     def predict(self, x: Tensor) -> Categorical:
         """The GLM (or NN-sampling) predictive at ``x`` from ``sample_seed``."""
         return laplace_predictive(self.la, x, self.pred_type, self.link_approx, self.n_samples,
-                                  self.sample_seed, self.predict_batch_size)
+                                  self.sample_seed, self.prediction.batch_size)
 
     def stored_tensors(self) -> dict[str, Tensor]:
         """Every tensor the fitted laplace-torch object holds (its network, mean, curvature,

@@ -55,6 +55,7 @@ from bench.curvature.module_curvature import (
 from bench.harness.errors import ConfigError, require_choice, require_positive
 from bench.harness.rng import make_generator
 from bench.harness.timing import Stopwatch
+from bench.methods.settings import PredictionSettings, settings_node
 from bench.predictive.categorical import Categorical
 from bench.predictive.densities import Gaussian
 
@@ -176,7 +177,7 @@ class TemperedLaplace:
     ``data`` has ``train_inputs`` and ``train_labels`` tensors. ``structure``: diag | kfac |
     ekfac | bdiag; ``fisher_type``: type-2 (exact GGN) | mc (``mc_samples`` labels per input)
     | empirical; ``likelihood``: classification | regression (``noise_std``). ``batch_size``
-    is the minibatch of the curvature pass, ``predict_batch_size`` the input chunk of the
+    is the minibatch of the curvature pass, ``prediction.batch_size`` the input chunk of the
     predictive. ``accumulation`` (:data:`bench.curvature.kfac_scaling.ACCUMULATIONS`): exact
     (precision ``T F + delta I``) | paper-like (the DLR curvature library's sums over
     ``library_label_samples`` labels per minibatch of ``library_batch_size``, K-FAC damped per
@@ -194,7 +195,7 @@ class TemperedLaplace:
     temperature: float = 1.0
     n_samples: int = 50
     batch_size: int = 128
-    predict_batch_size: int = 1000
+    prediction: PredictionSettings = PredictionSettings(batch_size=1000)
     max_block_size: int = 5000
     accumulation: str = "exact"
     library_batch_size: int = 32
@@ -204,13 +205,14 @@ class TemperedLaplace:
     curvature: Curvature | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self.prediction = settings_node(PredictionSettings, self.prediction)
         require_choice("method.structure", self.structure, STRUCTURES)
         require_choice("method.fisher_type", self.fisher_type, FISHER_TYPES)
         require_choice("method.likelihood", self.likelihood, LIKELIHOODS)
         require_choice("method.accumulation", self.accumulation, ACCUMULATIONS)
         require_positive("method.temperature", self.temperature)
         require_positive("method.prior_precision", self.prior_precision)
-        for key in ("mc_samples", "n_samples", "batch_size", "predict_batch_size",
+        for key in ("mc_samples", "n_samples", "batch_size",
                     "library_batch_size", "library_label_samples"):
             require_positive(f"method.{key}", getattr(self, key))
 
@@ -275,8 +277,8 @@ class TemperedLaplace:
     def _predictive(self, x: Tensor, thetas: Tensor) -> Categorical | Gaussian:
         if self.likelihood == "classification":
             return Categorical(sampled_probabilities(self.model, thetas, x,
-                                                     self.predict_batch_size))
-        outputs = sampled_outputs(self.model, thetas, x, self.predict_batch_size)
+                                                     self.prediction.batch_size))
+        outputs = sampled_outputs(self.model, thetas, x, self.prediction.batch_size)
         if outputs.shape[-1] != 1:
             raise ValueError("the regression predictive supports one output")
         values = outputs[..., 0]
@@ -285,7 +287,7 @@ class TemperedLaplace:
     def function_samples(self, x: Tensor, temperature: float) -> Tensor:
         """Network outputs ``[S, n, C]`` at the posterior draws of ``temperature``."""
         return sampled_outputs(self.model, self.parameter_draws(temperature), x,
-                               self.predict_batch_size)
+                               self.prediction.batch_size)
 
     def predict(self, x: Tensor) -> Categorical | Gaussian:
         """The NN-sampling predictive at ``temperature``: class probabilities averaged over

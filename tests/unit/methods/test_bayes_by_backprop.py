@@ -33,8 +33,8 @@ def tiny_data(results_dir, n: int = 20) -> TrainingSet:
 
 def tiny_method(**overrides) -> BayesByBackprop:
     """BBB on the 784-100-100-10 MLP, 2 epochs of 3 minibatches."""
-    settings = {"network_model": "mlp", "epochs": 2, "batch_size": 8, "n_samples": 3,
-                "predict_batch_size": 7}
+    settings = {"model": {"name": "mlp"}, "epochs": 2, "batch_size": 8, "n_samples": 3,
+                "prediction": {"batch_size": 7}}
     return BayesByBackprop(**{**settings, **overrides})
 
 
@@ -141,12 +141,12 @@ def test_stored_tensors_are_means_and_rhos_twice_the_network_size():
 
 @pytest.mark.parametrize(("key", "value"), [
     ("kl_weight", -0.1), ("prior_variance", 0.0), ("epochs", 0), ("n_samples", 1.5),
-    ("network_model", "vgg"), ("lr", float("nan")), ("kl_reduction", "batchmean")])
+    ("model", {"name": "vgg"}), ("lr", float("nan")), ("kl_reduction", "batchmean")])
 def test_a_bad_value_names_its_method_key(key, value):
     with pytest.raises(ConfigError, match=f"method.{key}"):
         BayesByBackprop(**{key: value})
-    with pytest.raises(ConfigError, match="method.network_options.width"):
-        BayesByBackprop(network_options={"width": 3})
+    with pytest.raises(ConfigError, match="method.model.options.width"):
+        BayesByBackprop(model={"name": "lenet_redux", "options": {"width": 3}})
 
 
 def test_the_initial_posterior_and_the_training_noise_come_from_different_streams():

@@ -38,7 +38,7 @@ def cifar_data(results_dir, augmentation: str = "crop_flip", n: int = 16) -> Tra
 
 
 def wrn_bbb(**changes) -> BayesByBackprop:
-    settings = dict(network_model="wrn16_4", network_options={"dropout": 0.0, "widen": 1},
+    settings = dict(model={"name": "wrn16_4", "options": {"dropout": 0.0, "widen": 1}},
                     deterministic_layers=["shortcut"], optimizer="sgd", lr=0.1, momentum=0.9,
                     nesterov=True, epochs=1, batch_size=8, n_samples=2)
     return BayesByBackprop(**(settings | changes))

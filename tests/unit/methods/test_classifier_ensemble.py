@@ -35,7 +35,7 @@ def stored_base(data: TrainingSet, seed: int):
 def test_member_zero_is_the_base_and_the_predictive_is_the_mean_softmax(tmp_path):
     data = tiny_data(tmp_path)
     base = stored_base(data, seed=6)
-    method = ClassifierEnsemble(members=3, network=NETWORK, predict_batch_size=4)
+    method = ClassifierEnsemble(members=3, network=NETWORK, prediction={"batch_size": 4})
     diagnostics = method.fit(data, seed=6, base=base)
     assert method.networks[0] is base.module
     assert diagnostics["member_seeds"] == [6, derived_seed([6, 1]), derived_seed([6, 2])]
@@ -76,8 +76,7 @@ def test_without_a_network_node_the_base_must_be_a_stored_network(tmp_path):
         ClassifierEnsemble(members=2).fit(tiny_data(tmp_path), seed=6, base=base)
 
 
-@pytest.mark.parametrize(("key", "value"), [("members", 0), ("predict_batch_size", 1.5),
-                                            ("network", "lenet_redux")])
+@pytest.mark.parametrize(("key", "value"), [("members", 0), ("network", "lenet_redux")])
 def test_bad_values_name_the_key(key, value):
     with pytest.raises(ConfigError, match=f"^method.{key}="):
         ClassifierEnsemble(**{key: value})

@@ -263,7 +263,7 @@ def tasks_of(results: str, n_tasks: int = 3) -> list[TrainingSet]:
 
 def small_method(structure: str) -> ContinualLaplace:
     return ContinualLaplace(hessian_structure=structure, epochs=2, batch_size=16,
-                            marglik_every=1, marglik_steps=3, predict_batch_size=8)
+                            marglik_every=1, marglik_steps=3, prediction={"batch_size": 8})
 
 
 def finished(method: ContinualLaplace) -> dict[str, Tensor]:

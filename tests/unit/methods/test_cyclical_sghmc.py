@@ -32,8 +32,8 @@ def tiny_data(results_dir, n: int = 20) -> TrainingSet:
 
 def tiny_method(**overrides) -> CyclicalSGHMC:
     """CSGHMC on the MLP: 2 cycles of 3 epochs (3 minibatches each), the last 2 sampled."""
-    settings = {"network_model": "mlp", "cycles": 2, "epochs_per_cycle": 3,
-                "sampling_epochs": 2, "batch_size": 8, "predict_batch_size": 7}
+    settings = {"model": {"name": "mlp"}, "cycles": 2, "epochs_per_cycle": 3,
+                "sampling_epochs": 2, "batch_size": 8, "prediction": {"batch_size": 7}}
     return CyclicalSGHMC(**{**settings, **overrides})
 
 
@@ -187,7 +187,7 @@ def test_seeded_reused_and_the_global_rng_untouched(tmp_path):
 
 
 def test_batch_norm_samples_carry_their_running_statistics(tmp_path):
-    method = tiny_method(network_model="resnet18", network_options={"width": 4}, cycles=1,
+    method = tiny_method(model={"name": "resnet18", "options": {"width": 4}}, cycles=1,
                          epochs_per_cycle=2, sampling_epochs=2)
     data = TrainingSet(torch.rand(12, 3, 32, 32), torch.randint(0, 10, (12,)),
                        results_dir=str(tmp_path))
@@ -200,7 +200,7 @@ def test_batch_norm_samples_carry_their_running_statistics(tmp_path):
 
 @pytest.mark.parametrize(("key", "value"), [
     ("cycles", 0), ("sampling_epochs", 4), ("lr", -0.1), ("friction", 1.5),
-    ("weight_decay", -1.0), ("network_model", "vgg"), ("step_counter", "epochs")])
+    ("weight_decay", -1.0), ("model", {"name": "vgg"}), ("step_counter", "epochs")])
 def test_a_bad_value_names_its_method_key(key, value):
     with pytest.raises(ConfigError, match=f"method.{key}"):
         tiny_method(**{key: value})

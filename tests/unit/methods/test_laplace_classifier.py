@@ -15,6 +15,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from bench.harness.errors import ConfigError
 from bench.harness.rng import make_generator
 from bench.methods.laplace.classification import BACKENDS, LaplaceTorchClassifier
+from bench.methods.settings import PredictionSettings
 from bench.metrics.memory import held_tensors, stored_bytes
 
 laplace = pytest.importorskip("laplace")
@@ -117,7 +118,7 @@ def test_nn_sampling_equals_laplace_torch_from_the_same_seed(data, test_inputs):
     torch.testing.assert_close(method.predict(test_inputs).probs, expected, rtol=1e-12,
                                atol=1e-15)
     # In chunks of 3 points every chunk sees the same 20 networks: the same predictive.
-    method.predict_batch_size = 3
+    method.prediction = PredictionSettings(batch_size=3)
     torch.testing.assert_close(method.predict(test_inputs).probs, expected, rtol=1e-12,
                                atol=1e-15)
 

@@ -84,7 +84,7 @@ def tiny_data(results_dir, n: int = 16) -> TrainingSet:
 def tiny_method(**overrides) -> OnlineMarglikLaplace:
     """The Redux LeNet, 2 epochs of 2 minibatches, 3 hyper-steps, 5 predictive samples."""
     values = {"hessian_structure": "diag", "epochs": 2, "batch_size": 8, "hyper_steps": 3,
-              "n_samples": 5, "predict_batch_size": 3}
+              "n_samples": 5, "prediction": {"batch_size": 3}}
     return OnlineMarglikLaplace(**{**values, **overrides})
 
 

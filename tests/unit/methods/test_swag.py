@@ -65,7 +65,7 @@ def test_sample_covariance_is_half_diagonal_plus_half_low_rank():
 
 def test_predictive_is_the_mean_softmax_over_the_seeded_draws(tmp_path):
     data, base = tiny_data(tmp_path), tiny_network()
-    method = SWAG(epochs=3, batch_size=8, rank=2, n_samples=4, predict_batch_size=7)
+    method = SWAG(epochs=3, batch_size=8, rank=2, n_samples=4, prediction={"batch_size": 7})
     diagnostics = method.fit(data, seed=1, base=base)
     assert diagnostics["snapshots"] == 3 and diagnostics["rank_used"] == 2
     assert set(method.stored_tensors()) == {"mean", "second_moment", "deviations"}

@@ -122,7 +122,7 @@ def test_one_set_of_draws_serves_every_temperature(data):
 
 
 def test_predictive_averages_the_softmax_over_the_draws(data):
-    method = fitted(data, "kfac", n_samples=5, predict_batch_size=3)
+    method = fitted(data, "kfac", n_samples=5, prediction={"batch_size": 3})
     x = data.train_inputs
     predictions = method.predict_tempered(x, [0.5, 2.0])
     for temperature, predictive in predictions.items():
@@ -286,7 +286,7 @@ def test_batchnorm_net_predictive_perturbs_only_the_curvature_layers(batchnorm_d
     base = tiny_batchnorm_net()
     before = {k: v.clone() for k, v in base.state_dict().items()}
     method = TemperedLaplace(structure="kfac", fisher_type="type-2", prior_precision=0.5,
-                             n_samples=4, predict_batch_size=4)
+                             n_samples=4, prediction={"batch_size": 4})
     method.fit(batchnorm_data, seed=0, base=base)
     x = batchnorm_data.train_inputs
     predictive = method.predict_tempered(x, [0.3])[0.3]

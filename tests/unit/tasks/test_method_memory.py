@@ -88,6 +88,6 @@ def test_methods_that_build_their_network_get_the_experiments_model_and_override
               "dataset": {"name": "cifar10", "preprocessing": "unit",
                           "image_shape": [3, 32, 32], "train_size": 8}}
     node = memory_method_node(cfg, TrainingRecipe.from_dict(values))
-    assert node.network_model == "wrn16_4"
-    assert node.network_options == {"dropout": 0.3}
+    assert node.model.name == "wrn16_4"
+    assert node.model.options == {"dropout": 0.3}
     assert node.epochs == 1
