@@ -39,7 +39,7 @@ epoch that a killed run resumes from exactly.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -50,10 +50,8 @@ from torch import Tensor, nn
 from bench.datasets.training_set import TrainingSet
 from bench.harness.errors import ConfigError, require_choice
 from bench.harness.rng import (
-    global_rng_state,
     make_generator,
     seeded_global_rng,
-    set_global_rng_state,
 )
 from bench.methods.baselines.scratch_training import (
     GLOBAL_STREAM,
@@ -62,6 +60,8 @@ from bench.methods.baselines.scratch_training import (
     EpochLog,
     require_count,
     require_real,
+    resume_run,
+    run_checkpoint,
     stream_seed,
     training_tensors,
 )
@@ -243,6 +243,7 @@ class BayesByBackprop:
         n = len(labels)
         batches = make_generator(stream_seed(seed, MINIBATCH_STREAM))
         augment = data.augmenter()
+        generators = {"batch_rng": batches}
         saved = checkpoints.load()
         history: list[dict] = [] if saved is None else list(saved["history"])
         log = EpochLog(history)
@@ -259,21 +260,15 @@ class BayesByBackprop:
                 kl = float(kl_divergence(network, self.kl_reduction))
             log.close_epoch(state.epochs_done - 1, state.optimizer["param_groups"][0]["lr"],
                             kl=kl)
-            checkpoints.save({"loop": asdict(state), "model": network.state_dict(),
-                              "batch_rng": batches.get_state(),
-                              "global_rng": global_rng_state(device), "history": history})
+            checkpoints.save(run_checkpoint(state, network, device, generators,
+                                            history=history))
 
         config = TrainingConfig(lr=self.lr, max_epochs=self.epochs, batch_size=self.batch_size,
                                 optimizer=self.optimizer, momentum=self.momentum,
                                 nesterov=self.nesterov, schedule="cosine",
                                 schedule_unit="step")
         with seeded_global_rng(stream_seed(seed, GLOBAL_STREAM), device):
-            resume = None
-            if saved is not None:
-                network.load_state_dict(saved["model"])
-                batches.set_state(saved["batch_rng"])
-                set_global_rng_state(saved["global_rng"], device)
-                resume = LoopState(**saved["loop"])
+            resume = resume_run(saved, network, device, generators)
             network.train()
             fit_parameters(list(network.parameters()), batch_loss, n_rows=n, config=config,
                            generator=batches, desc="BBB", on_epoch_end=epoch_end,

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -47,10 +47,8 @@ from torch.func import functional_call
 from bench.datasets.training_set import TrainingSet
 from bench.harness.errors import ConfigError, require_choice
 from bench.harness.rng import (
-    global_rng_state,
     make_generator,
     seeded_global_rng,
-    set_global_rng_state,
 )
 from bench.methods.baselines.scratch_training import (
     GLOBAL_STREAM,
@@ -59,6 +57,8 @@ from bench.methods.baselines.scratch_training import (
     EpochLog,
     require_count,
     require_real,
+    resume_run,
+    run_checkpoint,
     stream_seed,
     training_tensors,
 )
@@ -239,6 +239,7 @@ class CyclicalSGHMC:
             weight_decay=self.weight_decay, n_data=n, steps_per_epoch=steps_per_epoch,
             epochs_per_cycle=self.epochs_per_cycle, sampling_epochs=self.sampling_epochs,
             generator=noise, step_size=self._step_size(n, steps_per_epoch))
+        generators = {"batch_rng": batches, "noise_rng": noise}
         saved = checkpoints.load()
         history: list[dict] = [] if saved is None else list(saved["history"])
         samples: list[dict] = [] if saved is None else list(saved["samples"])
@@ -257,22 +258,14 @@ class CyclicalSGHMC:
             if keep:
                 samples.append({k: v.detach().clone() for k, v in network.state_dict().items()})
             log.close_epoch(epoch, state.optimizer["param_groups"][0]["lr"], sample=keep)
-            checkpoints.save({"loop": asdict(state), "model": network.state_dict(),
-                              "batch_rng": batches.get_state(), "noise_rng": noise.get_state(),
-                              "global_rng": global_rng_state(device), "samples": samples,
-                              "history": history})
+            checkpoints.save(run_checkpoint(state, network, device, generators,
+                                            samples=samples, history=history))
 
         # The loop's own lr and schedule are unused: the sampler sets the step size.
         config = TrainingConfig(lr=self.lr, max_epochs=self.cycles * self.epochs_per_cycle,
                                 batch_size=self.batch_size, optimizer="sgd")
         with seeded_global_rng(stream_seed(seed, GLOBAL_STREAM), device):
-            resume = None
-            if saved is not None:
-                network.load_state_dict(saved["model"])
-                batches.set_state(saved["batch_rng"])
-                noise.set_state(saved["noise_rng"])
-                set_global_rng_state(saved["global_rng"], device)
-                resume = LoopState(**saved["loop"])
+            resume = resume_run(saved, network, device, generators)
             network.train()
             fit_parameters(list(network.parameters()), batch_loss, n_rows=n, config=config,
                            generator=batches, desc="CSGHMC", on_epoch_end=epoch_end,

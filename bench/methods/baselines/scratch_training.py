@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import asdict
 from typing import Any
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from bench.harness.errors import ConfigError
-from bench.harness.rng import derived_seed
+from bench.harness.rng import derived_seed, global_rng_state, set_global_rng_state
+from bench.training.loop import LoopState
 
 GLOBAL_STREAM = (1,)
 MINIBATCH_STREAM = (2,)
@@ -86,3 +88,27 @@ def training_tensors(data: Any, device: str) -> tuple[Tensor, Tensor]:
     """The training inputs and integer labels of ``data`` on ``device``."""
     return (data.train_inputs.to(device),
             data.train_labels.reshape(-1).to(device=device, dtype=torch.long))
+
+
+def run_checkpoint(state: LoopState, network: nn.Module, device: str,
+                   generators: dict[str, torch.Generator], **values: Any) -> dict:
+    """What a run saves after an epoch: the loop's state, the network's weights, the state of
+    each generator (checkpoint key -> generator), torch's global RNG on ``device`` and
+    ``values``."""
+    return {"loop": asdict(state), "model": network.state_dict(),
+            **{key: generator.get_state() for key, generator in generators.items()},
+            "global_rng": global_rng_state(device), **values}
+
+
+def resume_run(saved: dict | None, network: nn.Module, device: str,
+               generators: dict[str, torch.Generator]) -> LoopState | None:
+    """Restore a run from its last checkpoint ``saved`` (:func:`run_checkpoint`; None: a fresh
+    run) into ``network``, ``generators`` and torch's global RNG; the loop state to resume
+    from."""
+    if saved is None:
+        return None
+    network.load_state_dict(saved["model"])
+    for key, generator in generators.items():
+        generator.set_state(saved[key])
+    set_global_rng_state(saved["global_rng"], device)
+    return LoopState(**saved["loop"])

@@ -141,15 +141,21 @@ class GaussianProcessView:
         """``f(x_i; theta*)`` of the training points, float64 ``[N]``."""
         return self._require_fitted()["f"]
 
-    def explain(self, x: Tensor) -> GPTerms:
-        """Logits, offsets, kernel rows against the training set and the GP-view mean at
-        the test inputs ``x``."""
+    def _at(self, x: Tensor) -> tuple[dict, Tensor, Tensor]:
+        """The fitted state, the output Jacobians ``[n, P]`` and the logits ``f(x; theta*)``
+        ``[n]`` at the test inputs ``x`` (float64)."""
         fitted = self._require_fitted()
         network = fitted["network"]
         x = x.double()
         jacobians = output_jacobians(network, x, self.batch_size)
         with torch.no_grad():
             f = network(x).reshape(-1)
+        return fitted, jacobians, f
+
+    def explain(self, x: Tensor) -> GPTerms:
+        """Logits, offsets, kernel rows against the training set and the GP-view mean at
+        the test inputs ``x``."""
+        fitted, jacobians, f = self._at(x)
         kernel = ggn_kernel(jacobians, fitted["jacobians"], self.prior_precision)
         offset = f - jacobians @ fitted["theta"]
         return GPTerms(f, offset, kernel, offset + kernel @ fitted["importances"])
@@ -158,12 +164,7 @@ class GaussianProcessView:
         """``(1 - s(g), s(g))`` for the GP-view mean ``g = m(x) + sum_i a_i kappa(x, x_i)``
         (computed without the ``[n, N]`` kernel); equals the network's prediction at a
         stationary ``theta*``."""
-        fitted = self._require_fitted()
-        network = fitted["network"]
-        x = x.double()
-        jacobians = output_jacobians(network, x, self.batch_size)
-        with torch.no_grad():
-            f = network(x).reshape(-1)
+        fitted, jacobians, f = self._at(x)
         gp_mean = f - jacobians @ fitted["theta"] + jacobians @ fitted["weights"]
         p = torch.sigmoid(gp_mean)
         return Categorical(torch.stack([1 - p, p], dim=1))
