@@ -2,8 +2,8 @@
 
 A method node nests them by key (``conf/method/<name>.yaml``)::
 
-    prediction: {batch_size: 1024}           # PredictionSettings, at method.prediction
-    defaults: [/model@model: lenet_redux]  # ModelSettings, at method.model
+    defaults: [/model@model: lenet_redux]  # ModelSettings at method.model (conf/model/)
+    prediction: {batch_size: 1024}         # PredictionSettings at method.prediction
 
 Hydra passes a nested node as a plain mapping; a method's ``__post_init__`` turns it into the
 dataclass with :func:`settings_node`, which names the full key of an unknown or bad value in a
