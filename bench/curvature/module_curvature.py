@@ -48,6 +48,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -69,8 +70,6 @@ from bench.harness.errors import ConfigError, require_choice, require_positive
 
 # The structures of ``method.structure`` for an nn.Module's curvature.
 STRUCTURES = structures_named("diag", "kfac", "ekfac", "bdiag")
-FISHER_TYPES = ("type-2", "mc", "empirical")
-LIKELIHOODS = ("classification", "regression")
 SUPPORTED_LAYERS = (nn.Linear, nn.Conv2d)
 # Kept at their MAP values, outside the curvature (and the posterior).
 NORMALISATION_LAYERS = (nn.modules.batchnorm._NormBase, nn.LayerNorm, nn.GroupNorm)
@@ -138,30 +137,117 @@ def flat_parameters(model: nn.Module) -> Tensor:
                       for n in lay.parameter_names])
 
 
+@dataclass(frozen=True)
+class OutputCurvature:
+    """One likelihood's curvature in output space, of one Fisher type: output vectors ``v``
+    ``[K, n, C]`` with ``sum_k v_k v_k^T`` the curvature of the negative log-likelihood with
+    respect to the outputs ``[n, C]`` (see the module doc). ``mc_samples`` labels per input
+    for the Monte Carlo Fisher, ``noise_std`` the Gaussian likelihood's noise sd."""
+
+    mc_samples: int = 1
+    noise_std: float = 1.0
+    # Whether the vectors read the training labels (the empirical Fisher).
+    needs_labels: ClassVar[bool] = False
+
+    def vectors(self, output: Tensor, labels: Tensor | None,
+                generator: torch.Generator | None) -> Tensor:
+        """The output vectors at ``output`` (``labels`` for the empirical Fisher, ``generator``
+        for the sampled one)."""
+        raise NotImplementedError
+
+
+class SoftmaxGGN(OutputCurvature):
+    """Softmax cross-entropy, exact GGN (type-2): ``v_c = sqrt(p_c) (e_c - p)``."""
+
+    def vectors(self, output: Tensor, labels: Tensor | None,
+                generator: torch.Generator | None) -> Tensor:
+        probs = torch.softmax(output, dim=-1)
+        eye = torch.eye(probs.shape[-1], dtype=probs.dtype, device=probs.device)
+        return probs.T.sqrt().unsqueeze(-1) * (eye.unsqueeze(1) - probs)
+
+
+class SoftmaxSampledFisher(OutputCurvature):
+    """Softmax cross-entropy, Fisher with ``mc_samples`` labels drawn from the model:
+    ``v_s = (p - e_ys) / sqrt(S)``."""
+
+    def vectors(self, output: Tensor, labels: Tensor | None,
+                generator: torch.Generator | None) -> Tensor:
+        probs = torch.softmax(output, dim=-1)
+        eye = torch.eye(probs.shape[-1], dtype=probs.dtype, device=probs.device)
+        sampled = torch.multinomial(probs, self.mc_samples, replacement=True,
+                                    generator=generator).T
+        return (probs - eye[sampled]) / self.mc_samples**0.5
+
+
+class SoftmaxEmpiricalFisher(OutputCurvature):
+    """Softmax cross-entropy, the training labels' gradient outer products."""
+
+    needs_labels = True
+
+    def vectors(self, output: Tensor, labels: Tensor | None,
+                generator: torch.Generator | None) -> Tensor:
+        probs = torch.softmax(output, dim=-1)
+        eye = torch.eye(probs.shape[-1], dtype=probs.dtype, device=probs.device)
+        return (probs - eye[labels.long()]).unsqueeze(0)
+
+
+class GaussianGGN(OutputCurvature):
+    """Gaussian likelihood (noise sd sigma), exact GGN: ``sigma^-2 sum J^T J``."""
+
+    def vectors(self, output: Tensor, labels: Tensor | None,
+                generator: torch.Generator | None) -> Tensor:
+        eye = torch.eye(output.shape[-1], dtype=output.dtype, device=output.device)
+        return eye.unsqueeze(1).expand(-1, output.shape[0], -1) / self.noise_std
+
+
+class GaussianSampledFisher(OutputCurvature):
+    """Gaussian likelihood, Fisher with ``y ~ N(f, sigma^2)`` drawn ``mc_samples`` times."""
+
+    def vectors(self, output: Tensor, labels: Tensor | None,
+                generator: torch.Generator | None) -> Tensor:
+        noise = torch.randn((self.mc_samples, *output.shape), dtype=output.dtype,
+                            device=output.device, generator=generator)
+        return noise / (self.noise_std * self.mc_samples**0.5)
+
+
+class GaussianEmpiricalFisher(OutputCurvature):
+    """Gaussian likelihood, the residuals' gradient outer products."""
+
+    needs_labels = True
+
+    def vectors(self, output: Tensor, labels: Tensor | None,
+                generator: torch.Generator | None) -> Tensor:
+        return ((output - labels.reshape(output.shape)) / self.noise_std**2).unsqueeze(0)
+
+
+# method.likelihood -> method.fisher_type -> its output curvature.
+OUTPUT_CURVATURES: dict[str, dict[str, type[OutputCurvature]]] = {
+    "classification": {"type-2": SoftmaxGGN, "mc": SoftmaxSampledFisher,
+                       "empirical": SoftmaxEmpiricalFisher},
+    "regression": {"type-2": GaussianGGN, "mc": GaussianSampledFisher,
+                   "empirical": GaussianEmpiricalFisher},
+}
+FISHER_TYPES = tuple(OUTPUT_CURVATURES["classification"])
+LIKELIHOODS = tuple(OUTPUT_CURVATURES)
+
+
+def output_curvature(likelihood: str, fisher_type: str, mc_samples: int = 1,
+                     noise_std: float = 1.0) -> OutputCurvature:
+    """The output curvature of ``likelihood`` and ``fisher_type`` (:data:`OUTPUT_CURVATURES`;
+    a one-line ConfigError listing the choices for a name not there)."""
+    by_type = OUTPUT_CURVATURES[require_choice("method.likelihood", likelihood,
+                                               OUTPUT_CURVATURES)]
+    chosen = by_type[require_choice("method.fisher_type", fisher_type, by_type)]
+    return chosen(require_positive("method.mc_samples", mc_samples), noise_std)
+
+
 def output_vectors(output: Tensor, labels: Tensor | None, likelihood: str, fisher_type: str,
                    mc_samples: int = 1, noise_std: float = 1.0,
                    generator: torch.Generator | None = None) -> Tensor:
-    """Output-space vectors ``v`` ``[K, n, C]`` with ``sum_k v_k v_k^T`` the curvature of the
-    negative log-likelihood with respect to the outputs ``[n, C]`` (see the module doc)."""
-    output = output.detach()
-    if likelihood == "classification":
-        probs = torch.softmax(output, dim=-1)
-        eye = torch.eye(probs.shape[-1], dtype=probs.dtype, device=probs.device)
-        if fisher_type == "type-2":
-            return probs.T.sqrt().unsqueeze(-1) * (eye.unsqueeze(1) - probs)
-        if fisher_type == "mc":
-            sampled = torch.multinomial(probs, mc_samples, replacement=True,
-                                        generator=generator).T
-            return (probs - eye[sampled]) / mc_samples**0.5
-        return (probs - eye[labels.long()]).unsqueeze(0)
-    if fisher_type == "type-2":
-        eye = torch.eye(output.shape[-1], dtype=output.dtype, device=output.device)
-        return eye.unsqueeze(1).expand(-1, output.shape[0], -1) / noise_std
-    if fisher_type == "mc":
-        noise = torch.randn((mc_samples, *output.shape), dtype=output.dtype,
-                            device=output.device, generator=generator)
-        return noise / (noise_std * mc_samples**0.5)
-    return ((output - labels.reshape(output.shape)) / noise_std**2).unsqueeze(0)
+    """Output-space vectors ``v`` ``[K, n, C]`` of the output curvature named by
+    ``likelihood`` and ``fisher_type`` (:func:`output_curvature`)."""
+    curvature = output_curvature(likelihood, fisher_type, mc_samples, noise_std)
+    return curvature.vectors(output.detach(), labels, generator)
 
 
 def _layer_input(layer: CurvatureLayer, x: Tensor) -> Tensor:
@@ -207,13 +293,13 @@ class ModuleBackend:
     generator: torch.Generator | None = None
     max_block_size: int = 5000
     layers: list[CurvatureLayer] = field(init=False)
+    output_curvature: OutputCurvature = field(init=False)
 
     def __post_init__(self) -> None:
-        require_choice("method.fisher_type", self.fisher_type, FISHER_TYPES)
-        require_choice("method.likelihood", self.likelihood, LIKELIHOODS)
-        require_positive("method.mc_samples", self.mc_samples)
-        if self.fisher_type == "empirical" and self.labels is None:
-            raise ValueError("the empirical Fisher needs the training labels")
+        self.output_curvature = output_curvature(self.likelihood, self.fisher_type,
+                                                 self.mc_samples, self.noise_std)
+        if self.output_curvature.needs_labels and self.labels is None:
+            raise ValueError(f"the {self.fisher_type} Fisher needs the training labels")
         self.layers = curvature_layers(self.model)
 
     @property
@@ -293,8 +379,7 @@ class ModuleBackend:
                 for hook in hooks:
                     hook.remove()
             outputs = [seen[lay.name][1] for lay in layers]
-            vectors = output_vectors(output, y, self.likelihood, self.fisher_type,
-                                     self.mc_samples, self.noise_std, self.generator)
+            vectors = self.output_curvature.vectors(output.detach(), y, self.generator)
             if weights is not None:
                 vectors = vectors * weights[window].to(device).sqrt().unsqueeze(-1)
             grads = []

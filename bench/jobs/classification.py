@@ -1,4 +1,9 @@
-"""The job step of classification methods: data, stored MAP network, fitted variants, scores.
+"""The runner of classification methods: data, stored MAP network, fitted variants, scores.
+
+:class:`ClassificationRunner`: :func:`prepare_job` -> the input sets a task names ->
+:func:`predict_variants` -> the task's cells of each variant. A task configures it with its
+input sets (:func:`test_and_ood_sets`: the in-distribution test part and each OOD set present)
+and its cells (scores from :func:`ood_scores` or :func:`shift_metrics`).
 
 One job = (method node, model seed). :func:`prepare_job` loads the dataset node and its splits,
 gets the MAP network of the experiment's ``network`` recipe for the seed from the trained-
@@ -19,7 +24,7 @@ experiment can sweep the whole method group while each method gets its own scale
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +42,7 @@ from bench.metrics.classification import (
     accuracy,
     brier,
     calibration_errors,
+    classification_metrics,
     mean_confidence,
     nll,
 )
@@ -66,6 +72,8 @@ class ClassificationJob:
     training: TrainingSet
     seed: int
     result: TaskResult = field(default_factory=TaskResult)
+    # Labels of the named input sets where a task needs them (a shifted test set's, say).
+    labels: dict[str, Tensor] = field(default_factory=dict)
 
 
 @dataclass
@@ -170,3 +178,45 @@ def shift_metrics(predictive: Categorical, labels, n_bins: int) -> dict[str, flo
             "nll": nll(predictive, labels), "confidence": mean_confidence(predictive),
             "ece": ece_all, "mce": mce_all,
             "ece_paper": calibration_errors(predictive, labels, n_bins, "paper")[0]}
+
+
+def test_and_ood_sets(cfg: DictConfig, job: ClassificationJob) -> dict[str, Tensor]:
+    """The in-distribution test part (under the data set's name) and each OOD test set
+    present; ``fitted.ood_needs_data`` names the files of the absent optional ones and
+    ``fitted.ood_sets`` the ones used."""
+    data = job.data
+    ood_sets = data.available_ood
+    sets = {data.images: job.splits.x_test,
+            **{name: data.ood_set(name, job.seed).x for name in ood_sets}}
+    job.result.fitted["ood_needs_data"] = data.missing_ood()
+    job.result.fitted["ood_sets"] = list(ood_sets)
+    return sets
+
+
+def ood_scores(cfg: DictConfig, job: ClassificationJob, variant: VariantPredictions
+               ) -> dict[str, float]:
+    """:func:`~bench.metrics.classification.classification_metrics` of a variant on the
+    in-distribution test part and the OOD sets present (``cfg.metrics`` settings)."""
+    data = job.data
+    ood = {name: variant.predictives[name] for name in data.available_ood}
+    return classification_metrics(
+        variant.predictives[data.images], job.splits.y_test, ood,
+        n_bins=int(cfg.metrics.n_bins), calibration=str(cfg.metrics.calibration),
+        ood_score=str(cfg.metrics.ood_score))
+
+
+@dataclass(frozen=True)
+class ClassificationRunner:
+    """Data and stored MAP network -> every variant of the method node -> its predictives
+    on ``input_sets(cfg, job)`` -> ``cells(cfg, job, variant)`` into ``job.result``."""
+
+    input_sets: Callable[[DictConfig, ClassificationJob], Mapping[str, Tensor]]
+    cells: Callable[[DictConfig, ClassificationJob, VariantPredictions], None]
+
+    def run(self, cfg: DictConfig) -> TaskResult:
+        """One job's record (:func:`prepare_job`, :func:`predict_variants`)."""
+        job = prepare_job(cfg)
+        sets = self.input_sets(cfg, job)
+        for variant in predict_variants(cfg, job, sets):
+            self.cells(cfg, job, variant)
+        return job.result

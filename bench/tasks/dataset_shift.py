@@ -1,8 +1,9 @@
 """Calibration of classification methods under dataset shift: Laplace Redux Figure 9.
 
-One job = (method node, model seed), through the shared step of
-:mod:`bench.jobs.classification`, so the stored MAP networks and the methods' stored
-states of the OOD table are reused (nothing retrains; Laplace refits in seconds). ``shift``:
+One job = (method node, model seed), through
+:class:`~bench.jobs.classification.ClassificationRunner`, so the stored MAP networks and the
+methods' stored states of the OOD table are reused (nothing retrains; Laplace refits in
+seconds). ``shift``:
 
 * ``{kind: rotation, angles: [0, 15, ..., 180]}``: R-MNIST, the test part (8k) rotated
   counter-clockwise by each angle (the same images at every angle);
@@ -24,13 +25,19 @@ from __future__ import annotations
 import math
 
 from omegaconf import DictConfig
+from torch import Tensor
 
 from bench.datasets.image_classification import ImageClassificationData, ImageTensors
 from bench.harness.errors import ConfigError, require_choice, require_positive
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator
 from bench.harness.task_inputs import takes
-from bench.jobs.classification import predict_variants, prepare_job, shift_metrics
+from bench.jobs.classification import (
+    ClassificationJob,
+    ClassificationRunner,
+    VariantPredictions,
+    shift_metrics,
+)
 
 SHIFT_KINDS = {"rotation": "angle", "corruption": "severity"}
 
@@ -56,23 +63,37 @@ def level_column(kind: str, level: float, metric: str) -> str:
     return f"{SHIFT_KINDS[kind]}={level:g}/{metric}"
 
 
+def input_sets(cfg: DictConfig, job: ClassificationJob) -> dict[str, Tensor]:
+    """The shifted test inputs of every level (their labels into ``job.labels``); the levels
+    as array ``levels``."""
+    kind = str(cfg.shift.kind)
+    shifted = shifted_sets(cfg.shift, job.data, job.seed)
+    job.result.arrays["levels"] = list(shifted)
+    sets = {}
+    for level, tensors in shifted.items():
+        name = level_column(kind, level, "inputs")
+        sets[name], job.labels[name] = tensors.x, tensors.y
+    return sets
+
+
+def variant_cells(cfg: DictConfig, job: ClassificationJob, variant: VariantPredictions) -> None:
+    """The variant's cells at every shift level and its curves over the levels."""
+    kind, result = str(cfg.shift.kind), job.result
+    curves: dict[str, list[float]] = {}
+    for level in result.arrays["levels"]:
+        name = level_column(kind, level, "inputs")
+        for metric, value in shift_metrics(variant.predictives[name], job.labels[name],
+                                           int(cfg.metrics.n_bins)).items():
+            if math.isfinite(value):  # ece_paper is NaN when every confidence >= 0.99
+                result.add(variant.row, level_column(kind, level, metric), value)
+            curves.setdefault(f"{variant.row}/{metric}", []).append(value)
+    result.arrays.update(curves)
+
+
+RUNNER = ClassificationRunner(input_sets=input_sets, cells=variant_cells)
+
+
 @takes(datasets=(ImageClassificationData,))
 def run(cfg: DictConfig) -> TaskResult:
     """Fit the method node's variants on the seed's MAP network; score every shift level."""
-    job = prepare_job(cfg)
-    kind = str(cfg.shift.kind)
-    shifted = shifted_sets(cfg.shift, job.data, job.seed)
-    sets = {level_column(kind, level, "inputs"): tensors.x for level, tensors in shifted.items()}
-    result = job.result
-    result.arrays["levels"] = list(shifted)
-    for variant in predict_variants(cfg, job, sets):
-        curves: dict[str, list[float]] = {}
-        for level, tensors in shifted.items():
-            predictive = variant.predictives[level_column(kind, level, "inputs")]
-            for metric, value in shift_metrics(predictive, tensors.y,
-                                               int(cfg.metrics.n_bins)).items():
-                if math.isfinite(value):  # ece_paper is NaN when every confidence >= 0.99
-                    result.add(variant.row, level_column(kind, level, metric), value)
-                curves.setdefault(f"{variant.row}/{metric}", []).append(value)
-        result.arrays.update(curves)
-    return result
+    return RUNNER.run(cfg)

@@ -12,6 +12,11 @@ from bench.harness.method_nodes import instantiate_method
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator, resolve_dtype
 from bench.harness.task_inputs import capability, takes
+from bench.methods.ssla.algorithm import (
+    AggregateLikelihoodIncrement,
+    DirectLikelihoodIncrement,
+    LikelihoodIncrement,
+)
 from bench.metrics.grid import compute_grid_metrics
 from bench.models.conjugate import NormalMeanModel
 from bench.models.parametric import Data
@@ -36,7 +41,7 @@ def run(cfg: DictConfig) -> TaskResult:
     )
     grid32 = torch.linspace(ds.grid_start, ds.grid_stop, ds.grid_num)
 
-    def assla(dt: torch.dtype, increment: str):
+    def assla(dt: torch.dtype, increment: LikelihoodIncrement):
         model = NormalMeanModel(ds.sigma2, ds.prior_mean, ds.prior_var, dtype=dt)
         problem = ConjugateProblem(f"n={n}", model, Data(y=draws.to(dt)), None, grid32.to(dt))
         method = capability(instantiate_method(cfg.method, increment=increment),
@@ -44,8 +49,8 @@ def run(cfg: DictConfig) -> TaskResult:
         fitted = method.fit(problem, int(cfg.seed))
         return method.predict(None), method, fitted
 
-    approx_grid, approx, fitted = assla(dtype, "aggregate")
-    reference_grid, _, _ = assla(torch.float64, "direct")
+    approx_grid, approx, fitted = assla(dtype, AggregateLikelihoodIncrement())
+    reference_grid, _, _ = assla(torch.float64, DirectLikelihoodIncrement())
     approx_grid = GridDensity(grid32, approx_grid.log_values)
     reference_grid = GridDensity(grid32, reference_grid.log_values)
     names = ["kl", "max_abs_log_err", "frac_nonfinite"]

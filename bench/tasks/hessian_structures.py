@@ -3,9 +3,9 @@
 One job = (structure, training seed): the method node (``online_marglik_diag``,
 ``online_marglik_kron`` or ``online_marglik_full``) trains its network and prior precision
 from scratch on the in-distribution training set and fits its Laplace approximation, through
-the shared step of :mod:`bench.jobs.classification` (fit and per-set prediction
-timed); its predictive is scored on the in-distribution test part (Fashion-MNIST: the 8k of
-the 2k/8k split) and each OOD test set present.
+:class:`~bench.jobs.classification.ClassificationRunner` (fit and per-set prediction timed);
+its predictive is scored on the in-distribution test part (Fashion-MNIST: the 8k of the 2k/8k
+split) and each OOD test set present.
 
 Cells, row = the method node's name (``LA/DIAG``, ``LA/KFAC``, ``LA/FULL``) followed by the
 experiment's ``row_suffix`` when it sets one (a side run's rows, e.g. ``LA/DIAG (100 epochs,
@@ -25,13 +25,20 @@ skipped: ``fitted.ood_needs_data`` names its files, ``fitted.ood_sets`` the sets
 from __future__ import annotations
 
 from omegaconf import DictConfig
+from torch import Tensor
 
 from bench.contracts.capabilities import OnlineMarglik
 from bench.datasets.image_classification import ImageClassificationData
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
-from bench.jobs.classification import predict_variants, prepare_job, short_name
-from bench.metrics.classification import classification_metrics
+from bench.jobs.classification import (
+    ClassificationJob,
+    ClassificationRunner,
+    VariantPredictions,
+    ood_scores,
+    short_name,
+    test_and_ood_sets,
+)
 
 
 def structure_cells(result: TaskResult, row: str, scores: dict[str, float],
@@ -48,29 +55,30 @@ def structure_cells(result: TaskResult, row: str, scores: dict[str, float],
     result.add(row, "pred_time", sum(seconds.values()) / len(seconds))
 
 
+def input_sets(cfg: DictConfig, job: ClassificationJob) -> dict[str, Tensor]:
+    """The test part and the OOD sets present, their sizes in ``fitted.set_sizes``."""
+    sets = test_and_ood_sets(cfg, job)
+    job.result.fitted["set_sizes"] = {name: len(x) for name, x in sets.items()}
+    return sets
+
+
+def variant_cells(cfg: DictConfig, job: ClassificationJob, variant: VariantPredictions) -> None:
+    """The variant's row (before ``cfg.row_suffix``): cells, per-set prediction times and the
+    in-distribution NLL, Brier, ECE and confidence as metrics."""
+    scores = ood_scores(cfg, job, variant)
+    row = variant.row + str(cfg.get("row_suffix") or "")
+    structure_cells(job.result, row, scores, job.data.available_ood, variant.predict_seconds)
+    job.result.timings.update({f"{row}/predict_s/{name}": s
+                               for name, s in variant.predict_seconds.items()})
+    job.result.metrics.update({f"{row}/{key}": value for key, value in scores.items()
+                               if key in ("nll", "brier", "ece", "confidence")})
+
+
+RUNNER = ClassificationRunner(input_sets=input_sets, cells=variant_cells)
+
+
 @takes(datasets=(ImageClassificationData,), methods=(OnlineMarglik,))
 def run(cfg: DictConfig) -> TaskResult:
     """Train the structure's network and prior by online marginal likelihood, fit its Laplace
     approximation and score it on the test part and the OOD sets."""
-    job = prepare_job(cfg)
-    data, seed = job.data, job.seed
-    ood_sets = data.available_ood
-    sets = {data.images: job.splits.x_test,
-            **{name: data.ood_set(name, seed).x for name in ood_sets}}
-    job.result.fitted["ood_needs_data"] = data.missing_ood()
-    job.result.fitted["ood_sets"] = list(ood_sets)
-    job.result.fitted["set_sizes"] = {name: len(x) for name, x in sets.items()}
-    suffix = str(cfg.get("row_suffix") or "")
-    for variant in predict_variants(cfg, job, sets):
-        ood = {name: variant.predictives[name] for name in ood_sets}
-        scores = classification_metrics(
-            variant.predictives[data.images], job.splits.y_test, ood,
-            n_bins=int(cfg.metrics.n_bins), calibration=str(cfg.metrics.calibration),
-            ood_score=str(cfg.metrics.ood_score))
-        row = variant.row + suffix
-        structure_cells(job.result, row, scores, ood_sets, variant.predict_seconds)
-        job.result.timings.update({f"{row}/predict_s/{name}": s
-                                   for name, s in variant.predict_seconds.items()})
-        job.result.metrics.update({f"{row}/{key}": value for key, value in scores.items()
-                                   if key in ("nll", "brier", "ece", "confidence")})
-    return job.result
+    return RUNNER.run(cfg)

@@ -1,10 +1,10 @@
 """Out-of-distribution detection of classification methods: Laplace Redux Tables 3 and 4.
 
-One job = (method node, model seed), through the shared step of
-:mod:`bench.jobs.classification`: every variant of the method node (``LA`` and
-``LA*`` of the Laplace node; one row for the others) fitted on the seed's stored MAP network
-or trained from scratch, then its predictive on the in-distribution test part (MNIST: the 8k of
-the 2k/8k split) and on each OOD test set of the dataset node.
+One job = (method node, model seed), through
+:class:`~bench.jobs.classification.ClassificationRunner`: every variant of the method node
+(``LA`` and ``LA*`` of the Laplace node; one row for the others) fitted on the seed's stored
+MAP network or trained from scratch, then its predictive on the in-distribution test part
+(MNIST: the 8k of the 2k/8k split) and on each OOD test set of the dataset node.
 
 Cells, row = the variant's row name, values in % as the paper prints them (NLL in nats):
 ``conf_<set>`` (mean largest probability on the OOD set) and ``auroc_<set>`` (in-distribution
@@ -25,8 +25,14 @@ from omegaconf import DictConfig
 from bench.datasets.image_classification import ImageClassificationData
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
-from bench.jobs.classification import predict_variants, prepare_job, short_name
-from bench.metrics.classification import classification_metrics
+from bench.jobs.classification import (
+    ClassificationJob,
+    ClassificationRunner,
+    VariantPredictions,
+    ood_scores,
+    short_name,
+    test_and_ood_sets,
+)
 
 PERCENT = 100.0
 IN_DISTRIBUTION_CELLS = {"acc": ("accuracy", PERCENT), "conf": ("confidence", PERCENT),
@@ -43,26 +49,21 @@ def ood_cells(result: TaskResult, row: str, scores: dict[str, float], in_set: st
         result.add(row, f"auroc_{short_name(name)}", PERCENT * scores[f"{name}_auroc"])
 
 
+def variant_cells(cfg: DictConfig, job: ClassificationJob, variant: VariantPredictions) -> None:
+    """The variant's row (after ``cfg.row_prefix``): OOD and in-distribution cells, and the
+    fitted scalar prior precision where it has one."""
+    row = str(cfg.get("row_prefix") or "") + variant.row
+    ood_cells(job.result, row, ood_scores(cfg, job, variant), job.data.images,
+              job.data.available_ood)
+    prior = variant.diagnostics.get("prior_precision")
+    if isinstance(prior, float) and variant.diagnostics.get("prior_structure") == "scalar":
+        job.result.add(row, "prior_precision", prior)
+
+
+RUNNER = ClassificationRunner(input_sets=test_and_ood_sets, cells=variant_cells)
+
+
 @takes(datasets=(ImageClassificationData,))
 def run(cfg: DictConfig) -> TaskResult:
     """Fit the method node's variants on the seed's MAP network; score OOD detection."""
-    job = prepare_job(cfg)
-    data, seed = job.data, job.seed
-    ood_sets = data.available_ood
-    sets = {data.images: job.splits.x_test,
-            **{name: data.ood_set(name, seed).x for name in ood_sets}}
-    job.result.fitted["ood_needs_data"] = data.missing_ood()
-    job.result.fitted["ood_sets"] = list(ood_sets)
-    prefix = str(cfg.get("row_prefix") or "")
-    for variant in predict_variants(cfg, job, sets):
-        ood = {name: variant.predictives[name] for name in ood_sets}
-        scores = classification_metrics(
-            variant.predictives[data.images], job.splits.y_test, ood,
-            n_bins=int(cfg.metrics.n_bins), calibration=str(cfg.metrics.calibration),
-            ood_score=str(cfg.metrics.ood_score))
-        row = prefix + variant.row
-        ood_cells(job.result, row, scores, data.images, ood_sets)
-        prior = variant.diagnostics.get("prior_precision")
-        if isinstance(prior, float) and variant.diagnostics.get("prior_structure") == "scalar":
-            job.result.add(row, "prior_precision", prior)
-    return job.result
+    return RUNNER.run(cfg)

@@ -32,24 +32,20 @@ from bench.datasets.synthetic_networks import SyntheticNetworkData
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
-from bench.jobs.replication import fit_replication, mean_over_replications
+from bench.jobs.replication import FittedReplication, ReplicationRunner, ReplicationValues
 from bench.methods.baselines.split_bootstrap import bootstrap_interval, split_interval
 from bench.metrics.regression import central_interval, fraction_inside
 from bench.predictive.densities import Gaussian
 from bench.training.working_network import mean_function_fitter
 
 
-def coverage_column(likelihood: str, specification: str, k: int | None = None) -> str:
-    """Cell column of a coverage value (``k`` None for methods without a subset size)."""
-    suffix = "cov95" if k is None else f"cov95@k={k}"
-    return f"{likelihood}/{specification}/{suffix}"
-
-
-def replication_coverage(cfg: DictConfig, generator: torch.Generator) -> tuple[dict, dict]:
-    """``({(row, k or None): coverage}, diagnostics)`` of one replication."""
+def replication_coverage(cfg: DictConfig, fitted: FittedReplication,
+                         generator: torch.Generator) -> tuple[ReplicationValues, dict]:
+    """``({(row, "<likelihood>/<specification>", k or None): coverage}, timings)`` of one
+    replication: the Laplace rows, then Split and Ensemble refitted from its data."""
     level = float(cfg.level)
-    fitted = fit_replication(cfg, generator)
     dataset = fitted.dataset
+    group = f"{cfg.dataset.likelihood}/{cfg.dataset.specification}"
     x_test = dataset.x_test["mixed"]
     truth = dataset.true_mean(x_test)
 
@@ -57,41 +53,33 @@ def replication_coverage(cfg: DictConfig, generator: torch.Generator) -> tuple[d
         lower, upper = central_interval(function, level)
         return fraction_inside(lower, upper, truth)
 
-    values: dict[tuple[str, int | None], float] = {}
+    values: ReplicationValues = {}
     for row, method in fitted.k_free.items():
-        values[(row, None)] = covered(method.function_predictive(x_test))
+        values[(row, group, None)] = covered(method.function_predictive(x_test))
     for row, method in fitted.sized.items():
         predictives = method.function_predictives(x_test, fitted.k_grid)
         for k, predictive in zip(fitted.k_grid, predictives, strict=True):
-            values[(row, k)] = covered(predictive)
+            values[(row, group, k)] = covered(predictive)
     fit = mean_function_fitter(fitted.model.network, dataset.likelihood, fitted.schedule)
     timings = {}
     watch = Stopwatch()
     lower, upper = split_interval(dataset.x_train, dataset.y_train, x_test, fit, generator,
                                   n_splits=int(cfg.split_parts))
-    values[("Split", None)] = fraction_inside(lower, upper, truth)
+    values[("Split", group, None)] = fraction_inside(lower, upper, truth)
     timings["split_s"] = watch.elapsed()
     watch = Stopwatch()
     lower, upper = bootstrap_interval(dataset.x_train, dataset.y_train, x_test, fit, generator,
                                       n_models=int(cfg.ensemble_members), level=level)
-    values[("Ensemble", None)] = fraction_inside(lower, upper, truth)
+    values[("Ensemble", group, None)] = fraction_inside(lower, upper, truth)
     timings["ensemble_s"] = watch.elapsed()
-    return values, {**fitted.diagnostics, **timings}
+    return values, timings
+
+
+RUNNER = ReplicationRunner(metric="cov95", score=replication_coverage)
 
 
 @takes(datasets=(SyntheticNetworkData,), methods=(SubnetworkPredictives,))
 def run(cfg: DictConfig) -> TaskResult:
     """Coverage of every method and ``k`` in one (likelihood, specification) setting,
     averaged over the job's replications."""
-    likelihood, specification = str(cfg.dataset.likelihood), str(cfg.dataset.specification)
-    result = TaskResult()
-    means = mean_over_replications(cfg, replication_coverage, result)
-    for (row, k), value in means.items():
-        result.add(row, coverage_column(likelihood, specification, k), value)
-    k_grid = sorted({k for (_, k) in means if k is not None})
-    result.arrays["k"] = [float(k) for k in k_grid]
-    for row in dict.fromkeys(r for (r, _) in means):
-        ks = k_grid if (row, k_grid[0]) in means else [None]
-        result.arrays[f"{row}/{likelihood}/{specification}/cov95"] = [
-            means[(row, k)] for k in ks]
-    return result
+    return RUNNER.run(cfg)

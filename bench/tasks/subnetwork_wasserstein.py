@@ -20,53 +20,39 @@ from bench.datasets.synthetic_networks import TEST_DOMAINS, SyntheticNetworkData
 from bench.harness.errors import ConfigError
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
-from bench.jobs.replication import fit_replication, mean_over_replications
+from bench.jobs.replication import FittedReplication, ReplicationRunner, ReplicationValues
 from bench.metrics.wasserstein import mean_predictive_w2
 
 
-def w2_column(specification: str, domain: str, k: int | None = None) -> str:
-    """Cell column of a W2 value (``k`` None for the k-free surrogates)."""
-    suffix = "w2" if k is None else f"w2@k={k}"
-    return f"{specification}/{domain}/{suffix}"
-
-
-def replication_w2(cfg: DictConfig, generator: torch.Generator) -> tuple[dict, dict]:
-    """``({(row, domain, k or None): W2}, diagnostics)`` of one replication; the reference is
-    the variant that is the full LLA."""
-    fitted = fit_replication(cfg, generator)
+def replication_w2(cfg: DictConfig, fitted: FittedReplication,
+                   generator: torch.Generator) -> tuple[ReplicationValues, dict]:
+    """``({(row, "<specification>/<domain>", k or None): W2}, {})`` of one replication; the
+    reference is the variant that is the full LLA."""
     full = [method for method in fitted.k_free.values() if method.is_full_lla]
     if not full:
         raise ConfigError("method.variants needs the full LLA (a variant without mask, "
                           "covariance: full): it is the reference of every W2")
-    values: dict[tuple[str, str, int | None], float] = {}
+    values: ReplicationValues = {}
     for domain in TEST_DOMAINS:
+        group = f"{cfg.dataset.specification}/{domain}"
         x = fitted.dataset.x_test[domain]
         full_variance = full[0].function_predictive(x).variance
         for row, method in fitted.sized.items():
             predictives = method.function_predictives(x, fitted.k_grid)
             for k, predictive in zip(fitted.k_grid, predictives, strict=True):
-                values[(row, domain, k)] = mean_predictive_w2(full_variance, predictive.variance)
+                values[(row, group, k)] = mean_predictive_w2(full_variance, predictive.variance)
         for row, method in fitted.k_free.items():
             if not method.is_full_lla:
                 variance = method.function_predictive(x).variance
-                values[(row, domain, None)] = mean_predictive_w2(full_variance, variance)
-    return values, fitted.diagnostics
+                values[(row, group, None)] = mean_predictive_w2(full_variance, variance)
+    return values, {}
+
+
+RUNNER = ReplicationRunner(metric="w2", score=replication_w2)
 
 
 @takes(datasets=(SyntheticNetworkData,), methods=(SubnetworkPredictives,))
 def run(cfg: DictConfig) -> TaskResult:
     """All methods, domains and ``k`` of one working model setting, averaged over the job's
     replications."""
-    specification = str(cfg.dataset.specification)
-    result = TaskResult()
-    means = mean_over_replications(cfg, replication_w2, result)
-    keys = list(means)
-    for (row, domain, k), value in means.items():
-        result.add(row, w2_column(specification, domain, k), value)
-    k_grid = sorted({k for (_, _, k) in keys if k is not None})
-    result.arrays["k"] = [float(k) for k in k_grid]
-    for row, domain in dict.fromkeys((r, d) for (r, d, _) in keys):
-        ks = k_grid if (row, domain, k_grid[0]) in means else [None]
-        result.arrays[f"{row}/{specification}/{domain}/w2"] = [means[(row, domain, k)]
-                                                                for k in ks]
-    return result
+    return RUNNER.run(cfg)

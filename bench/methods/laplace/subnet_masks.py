@@ -39,6 +39,37 @@ from bench.methods.laplace import subset_selection as selection
 LIKELIHOODS = ("regression", "classification")
 
 
+class PrecisionPart:
+    """Which part of the Laplace precision ``Omega`` a ranking reads, and the laplace-torch
+    ``hessian_structure`` that fits just that part."""
+
+    hessian_structure: ClassVar[str]
+
+    def of(self, precision: Tensor) -> Tensor:
+        """This part of a full precision matrix."""
+        raise NotImplementedError
+
+
+class FullPrecision(PrecisionPart):
+    """The whole matrix ``Omega``."""
+
+    hessian_structure = "full"
+
+    def of(self, precision: Tensor) -> Tensor:
+        """``precision`` itself."""
+        return precision
+
+
+class PrecisionDiagonal(PrecisionPart):
+    """The diagonal of ``Omega``."""
+
+    hessian_structure = "diag"
+
+    def of(self, precision: Tensor) -> Tensor:
+        """The diagonal of ``precision``."""
+        return precision.diagonal()
+
+
 def loader_inputs(train_loader: DataLoader) -> Tensor:
     """The inputs of every batch (first element of each), concatenated in order."""
     return torch.cat([batch[0] for batch in train_loader])
@@ -106,16 +137,17 @@ class SubnetworkMask:
         self._indices = self.get_subnet_mask(train_loader).nonzero(as_tuple=True)[0]
         return self._indices
 
-    def _omega(self, train_loader: DataLoader | None, structure: str) -> Tensor:
-        """``Omega`` (``structure="full"``) or its diagonal (``"diag"``)."""
+    def _omega(self, train_loader: DataLoader | None, part: PrecisionPart) -> Tensor:
+        """``part`` of ``Omega``: of the given precision, else of laplace-torch's fit of that
+        part on ``train_loader``."""
         if self.precision is not None:
-            return self.precision if structure == "full" else self.precision.diagonal()
+            return part.of(self.precision)
         if train_loader is None:
             raise ValueError(f"{type(self).__name__} needs the precision or a train_loader")
         from laplace import Laplace
 
         laplace = Laplace(self.model, self.likelihood, subset_of_weights="all",
-                          hessian_structure=structure, sigma_noise=self.sigma_noise,
+                          hessian_structure=part.hessian_structure, sigma_noise=self.sigma_noise,
                           prior_precision=self.prior_precision)
         laplace.fit(train_loader)
         return laplace.posterior_precision.detach()
@@ -135,7 +167,7 @@ class GreedySubnetMask(SubnetworkMask):
 
     def ranking(self, train_loader: DataLoader | None = None) -> Tensor:
         """Algorithm 1's selection order."""
-        omega = self._omega(train_loader, "full")
+        omega = self._omega(train_loader, FullPrecision())
         return selection.greedy_subnet_indices(omega, self.n_params_subnet)
 
 
@@ -155,7 +187,7 @@ class DiagonalSubnetMask(SubnetworkMask):
 
     def ranking(self, train_loader: DataLoader | None = None) -> Tensor:
         """Parameters by increasing ``Omega_ii``."""
-        diagonal = self._omega(train_loader, "diag")
+        diagonal = self._omega(train_loader, PrecisionDiagonal())
         return selection.smallest_diagonal_indices(diagonal, self.n_params_subnet)
 
 

@@ -7,18 +7,26 @@ the paper's text and the authors' code disagree on are explicit arguments:
   conjugate code) or by MAP (``"map"``, Algorithm 1).
 * ``curvature_includes_prior``: J is the likelihood's observed information (code, Tables 7/8)
   or that plus the prior's (Algorithm 1 lines 6-7).
-* ``refit``: ``"candidate"`` refits on D plus (x, y) for every candidate y (eq. 12 at each y,
-  what the authors' code does; exact for linear-Gaussian models with a MAP refit and posterior
-  curvature); ``"self_prediction"`` is the literal Algorithm 1 (one refit on D plus (x, y-hat),
-  then log p(y | x, theta-tilde)).
-* ``increment``: ASSLA's likelihood increment as the difference of two aggregated
-  log-likelihoods (``"aggregate"``, the paper's float32 computation behind Table 1) or the
-  point log-likelihood directly (``"direct"``).
+* ``refit`` (a :class:`ConjugateRefit`): :class:`CandidateRefit` refits on D plus (x, y) for
+  every candidate y (eq. 12 at each y, what the authors' code does; exact for linear-Gaussian
+  models with a MAP refit and posterior curvature); :class:`SelfPredictionRefit` is the
+  literal Algorithm 1 (one refit on D plus (x, y-hat), then log p(y | x, theta-tilde)).
+* ``increment`` (a :class:`LikelihoodIncrement`): ASSLA's likelihood increment as the
+  difference of two aggregated log-likelihoods (:class:`AggregateLikelihoodIncrement`, the
+  paper's float32 computation behind Table 1) or the point log-likelihood directly
+  (:class:`DirectLikelihoodIncrement`).
+
+The config names a refit and an increment by the names of :data:`CONJUGATE_REFITS` and
+:data:`LIKELIHOOD_INCREMENTS` (``method.refit: candidate``, ``method.increment: aggregate``);
+:func:`conjugate_refit` and :func:`likelihood_increment` turn a name into its strategy once, at
+the method's construction, so the numerics below never compare strings.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 from torch import Tensor
@@ -28,8 +36,6 @@ from bench.harness.errors import require_choice
 from bench.models.parametric import Data, LaplaceModel
 
 OBJECTIVES = ("mle", "map")
-REFITS = ("candidate", "self_prediction")
-INCREMENTS = ("aggregate", "direct")
 
 
 @dataclass
@@ -47,6 +53,117 @@ def curvature(model: LaplaceModel, theta: Tensor, data: Data, include_prior: boo
     return info + model.prior_precision(theta) if include_prior else info
 
 
+# SSLA's log-PPD increment at one candidate: (theta-tilde, augmented data, y) -> value.
+Increments = Callable[[Tensor, Data, Tensor], Tensor]
+
+
+class ConjugateRefit:
+    """Where SSLA refits theta-tilde: the log-PPD increments at every candidate y."""
+
+    name: ClassVar[str]
+
+    def values(self, model: LaplaceModel, data: Data, x_new: Tensor | None,
+               y_candidates: Tensor, theta_hat: Tensor, objective: str,
+               increments: Increments) -> Tensor:
+        """``increments`` at each candidate, with theta-tilde refitted by this rule."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class CandidateRefit(ConjugateRefit):
+    """A refit on D + (x, y) for every candidate y (eq. 12 at each y; the authors' code)."""
+
+    name = "candidate"
+
+    def values(self, model: LaplaceModel, data: Data, x_new: Tensor | None,
+               y_candidates: Tensor, theta_hat: Tensor, objective: str,
+               increments: Increments) -> Tensor:
+        """One refit per candidate."""
+        values = []
+        for y in y_candidates:
+            augmented = data.with_point(x_new, y)
+            values.append(increments(model.fit(augmented, objective), augmented, y))
+        return torch.stack(values)
+
+
+class SelfPredictionRefit(ConjugateRefit):
+    """The literal Algorithm 1: one refit on D + (x, y-hat), every candidate scored there."""
+
+    name = "self_prediction"
+
+    def values(self, model: LaplaceModel, data: Data, x_new: Tensor | None,
+               y_candidates: Tensor, theta_hat: Tensor, objective: str,
+               increments: Increments) -> Tensor:
+        """One refit at the self-prediction y-hat."""
+        y_hat = model.predict_point(theta_hat, x_new)
+        augmented = data.with_point(x_new, y_hat)
+        theta_tilde = model.fit(augmented, objective)
+        return torch.stack([increments(theta_tilde, augmented, y) for y in y_candidates])
+
+
+class LikelihoodIncrement:
+    """ASSLA's likelihood increment log p(y | x, theta-hat) of one candidate."""
+
+    name: ClassVar[str]
+
+    def __call__(self, model: LaplaceModel, theta_hat: Tensor, data: Data, log_lik_hat: Tensor,
+                 x_new: Tensor | None, y: Tensor) -> Tensor:
+        """The increment at candidate ``y`` (``log_lik_hat``: the log-likelihood of ``data``
+        at ``theta_hat``)."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class AggregateLikelihoodIncrement(LikelihoodIncrement):
+    """The difference of the aggregated log-likelihoods of D + (x, y) and D (the paper's
+    computation; cancels catastrophically in float32 for large n, SSLA Table 1)."""
+
+    name = "aggregate"
+
+    def __call__(self, model: LaplaceModel, theta_hat: Tensor, data: Data, log_lik_hat: Tensor,
+                 x_new: Tensor | None, y: Tensor) -> Tensor:
+        """``log p(D + (x, y)) - log p(D)`` at theta-hat."""
+        return model.log_likelihood(theta_hat, data.with_point(x_new, y)) - log_lik_hat
+
+
+class DirectLikelihoodIncrement(LikelihoodIncrement):
+    """The point log-likelihood log p(y | x, theta-hat) itself."""
+
+    name = "direct"
+
+    def __call__(self, model: LaplaceModel, theta_hat: Tensor, data: Data, log_lik_hat: Tensor,
+                 x_new: Tensor | None, y: Tensor) -> Tensor:
+        """``log p(y | x, theta-hat)``."""
+        return model.log_likelihood(theta_hat, data.point(x_new, y))
+
+
+CONJUGATE_REFITS: dict[str, type[ConjugateRefit]] = {
+    rule.name: rule for rule in (CandidateRefit, SelfPredictionRefit)}
+LIKELIHOOD_INCREMENTS: dict[str, type[LikelihoodIncrement]] = {
+    rule.name: rule for rule in (AggregateLikelihoodIncrement, DirectLikelihoodIncrement)}
+
+
+def conjugate_refit(choice: str | ConjugateRefit) -> ConjugateRefit:
+    """The refit named ``choice`` (one of :data:`CONJUGATE_REFITS`; a one-line ConfigError
+    listing them otherwise), or ``choice`` itself when it is already a refit."""
+    if isinstance(choice, ConjugateRefit):
+        return choice
+    return CONJUGATE_REFITS[require_choice("method.refit", choice, CONJUGATE_REFITS)]()
+
+
+def likelihood_increment(choice: str | LikelihoodIncrement) -> LikelihoodIncrement:
+    """The increment named ``choice`` (one of :data:`LIKELIHOOD_INCREMENTS`; a one-line
+    ConfigError listing them otherwise), or ``choice`` itself when it is already one."""
+    if isinstance(choice, LikelihoodIncrement):
+        return choice
+    return LIKELIHOOD_INCREMENTS[require_choice("method.increment", choice,
+                                                LIKELIHOOD_INCREMENTS)]()
+
+
 def ssla_log_ppd(
     model: LaplaceModel,
     data: Data,
@@ -55,12 +172,13 @@ def ssla_log_ppd(
     *,
     objective: str = "mle",
     curvature_includes_prior: bool = False,
-    refit: str = "candidate",
+    refit: ConjugateRefit | None = None,
     theta_hat: Tensor | None = None,
 ) -> LogPPD:
-    """SSLA log posterior predictive (eq. 12) at each candidate y, up to a constant."""
+    """SSLA log posterior predictive (eq. 12) at each candidate y, up to a constant
+    (``refit``: :class:`CandidateRefit` when None)."""
     require_choice("method.fit_objective", objective, OBJECTIVES)
-    require_choice("method.refit", refit, REFITS)
+    refit = CandidateRefit() if refit is None else refit
     if theta_hat is None:
         theta_hat = model.fit(data, objective)
     log_lik_hat = model.log_likelihood(theta_hat, data)
@@ -78,17 +196,7 @@ def ssla_log_ppd(
         point = model.log_likelihood(theta_tilde, data.point(x_new, y_eval))
         return delta_lik + point + delta_prior - half_logdet_tilde + half_logdet_hat
 
-    if refit == "self_prediction":
-        y_hat = model.predict_point(theta_hat, x_new)
-        augmented = data.with_point(x_new, y_hat)
-        theta_tilde = model.fit(augmented, objective)
-        values = torch.stack([increments(theta_tilde, augmented, y) for y in y_candidates])
-    else:
-        values = []
-        for y in y_candidates:
-            augmented = data.with_point(x_new, y)
-            values.append(increments(model.fit(augmented, objective), augmented, y))
-        values = torch.stack(values)
+    values = refit.values(model, data, x_new, y_candidates, theta_hat, objective, increments)
     parts = {
         "log_lik_hat": log_lik_hat,
         "log_prior_hat": log_prior_hat,
@@ -105,7 +213,7 @@ def assla_log_ppd(
     *,
     objective: str = "mle",
     curvature_includes_prior: bool = False,
-    increment: str = "aggregate",
+    increment: LikelihoodIncrement | None = None,
     theta_hat: Tensor | None = None,
 ) -> LogPPD:
     """ASSLA log posterior predictive (Algorithm 2, eq. 14-15) at each candidate y.
@@ -113,9 +221,10 @@ def assla_log_ppd(
     theta-tilde is replaced by theta-hat, the prior increment is dropped, and the curvature
     increment uses J(theta-hat) plus the candidate point's own information (which depends on
     y for e.g. the Poisson model, and cancels after normalisation when it does not).
+    ``increment``: :class:`AggregateLikelihoodIncrement` when None.
     """
     require_choice("method.fit_objective", objective, OBJECTIVES)
-    require_choice("method.increment", increment, INCREMENTS)
+    increment = AggregateLikelihoodIncrement() if increment is None else increment
     if theta_hat is None:
         theta_hat = model.fit(data, objective)
     curv_hat = curvature(model, theta_hat, data, curvature_includes_prior)
@@ -123,11 +232,7 @@ def assla_log_ppd(
     log_lik_hat = model.log_likelihood(theta_hat, data)
     values, deltas, curvature_terms = [], [], []
     for y in y_candidates:
-        augmented = data.with_point(x_new, y)
-        if increment == "aggregate":
-            delta = model.log_likelihood(theta_hat, augmented) - log_lik_hat
-        else:
-            delta = model.log_likelihood(theta_hat, data.point(x_new, y))
+        delta = increment(model, theta_hat, data, log_lik_hat, x_new, y)
         curv_tilde = curv_hat + model.information(theta_hat, data.point(x_new, y))
         deltas.append(delta)
         curvature_terms.append(half_logdet_hat - 0.5 * logdet_spd(curv_tilde))

@@ -18,7 +18,15 @@ import torch
 from torch import Tensor
 
 from bench.datasets.conjugate import ConjugateProblem
-from bench.methods.ssla.algorithm import LogPPD, assla_log_ppd, ssla_log_ppd
+from bench.methods.ssla.algorithm import (
+    ConjugateRefit,
+    LikelihoodIncrement,
+    LogPPD,
+    assla_log_ppd,
+    conjugate_refit,
+    likelihood_increment,
+    ssla_log_ppd,
+)
 from bench.predictive.densities import GridDensity
 
 
@@ -50,13 +58,19 @@ class _FitsThetaHat:
 
 @dataclass
 class SSLAMethod(_FitsThetaHat):
-    """Self-Supervised Laplace: a refit per candidate y (or per self-prediction)."""
+    """Self-Supervised Laplace: a refit per candidate y (or per self-prediction).
+
+    ``refit``: a name of :data:`~bench.methods.ssla.algorithm.CONJUGATE_REFITS` (the config's
+    ``candidate`` / ``self_prediction``) or a refit; it holds the refit after construction."""
 
     name: str = "ssla"
-    refit: str = "candidate"
+    refit: str | ConjugateRefit = "candidate"
     fit_objective: str = "mle"
     curvature_includes_prior: bool = False
     last: LogPPD | None = field(default=None, repr=False, init=False)
+
+    def __post_init__(self) -> None:
+        self.refit = conjugate_refit(self.refit)
 
     def _log_ppd(self, x: Tensor | None, grid: Tensor) -> LogPPD:
         problem = self.problem
@@ -69,13 +83,20 @@ class SSLAMethod(_FitsThetaHat):
 
 @dataclass
 class ASSLAMethod(_FitsThetaHat):
-    """Approximate SSLA: no refit, likelihood and curvature increments at theta-hat."""
+    """Approximate SSLA: no refit, likelihood and curvature increments at theta-hat.
+
+    ``increment``: a name of :data:`~bench.methods.ssla.algorithm.LIKELIHOOD_INCREMENTS` (the
+    config's ``aggregate`` / ``direct``) or an increment; it holds the increment after
+    construction."""
 
     name: str = "assla"
-    increment: str = "aggregate"
+    increment: str | LikelihoodIncrement = "aggregate"
     fit_objective: str = "mle"
     curvature_includes_prior: bool = False
     last: LogPPD | None = field(default=None, repr=False, init=False)
+
+    def __post_init__(self) -> None:
+        self.increment = likelihood_increment(self.increment)
 
     def _log_ppd(self, x: Tensor | None, grid: Tensor) -> LogPPD:
         problem = self.problem

@@ -10,9 +10,13 @@ from torch import nn
 from torch.nn.utils import parameters_to_vector
 
 from bench.curvature.module_curvature import (
+    GaussianEmpiricalFisher,
+    SoftmaxGGN,
+    SoftmaxSampledFisher,
     curvature_layers,
     flat_parameters,
     module_curvature,
+    output_curvature,
     output_vectors,
 )
 from bench.harness.errors import ConfigError
@@ -98,6 +102,26 @@ def test_mc_labels_come_from_the_generator(problem):
                            for seed in (0, 0, 1))
     torch.testing.assert_close(again.diagonal(), first.diagonal(), rtol=0, atol=0)
     assert not torch.equal(other.diagonal(), first.diagonal())
+
+
+@pytest.mark.parametrize(("likelihood", "fisher_type", "kind"), [
+    ("classification", "type-2", SoftmaxGGN), ("classification", "mc", SoftmaxSampledFisher),
+    ("regression", "empirical", GaussianEmpiricalFisher)])
+def test_likelihood_and_fisher_type_pick_one_output_curvature(likelihood, fisher_type, kind):
+    chosen = output_curvature(likelihood, fisher_type, mc_samples=3, noise_std=0.5)
+    assert type(chosen) is kind and (chosen.mc_samples, chosen.noise_std) == (3, 0.5)
+
+
+@pytest.mark.parametrize(("likelihood", "fisher_type", "message"), [
+    ("poisson", "type-2",
+     "method.likelihood='poisson' is not valid; choose one of: classification, regression"),
+    ("regression", "type-1",
+     "method.fisher_type='type-1' is not valid; choose one of: type-2, mc, empirical")])
+def test_an_unknown_likelihood_or_fisher_type_is_a_one_line_config_error(likelihood,
+                                                                         fisher_type, message):
+    with pytest.raises(ConfigError) as error:
+        output_curvature(likelihood, fisher_type)
+    assert str(error.value) == message
 
 
 def test_output_vectors_factor_the_softmax_hessian():

@@ -7,7 +7,14 @@ import math
 import pytest
 import torch
 
-from bench.methods.ssla.algorithm import assla_log_ppd, ssla_log_ppd
+from bench.methods.ssla.algorithm import (
+    AggregateLikelihoodIncrement,
+    CandidateRefit,
+    DirectLikelihoodIncrement,
+    SelfPredictionRefit,
+    assla_log_ppd,
+    ssla_log_ppd,
+)
 from bench.models.conjugate import (
     LinearGaussianModel,
     NormalMeanModel,
@@ -58,8 +65,8 @@ def test_literal_algorithm_one_differs_from_the_per_candidate_refit():
     mean, var = model.exact_ppd_moments(data, x_new)
     grid = torch.tensor([mean - 2 * math.sqrt(var), mean, mean + 2 * math.sqrt(var)], dtype=DOUBLE)
     kwargs = dict(objective="map", curvature_includes_prior=True)
-    per_candidate = ssla_log_ppd(model, data, x_new, grid, refit="candidate", **kwargs).values
-    literal = ssla_log_ppd(model, data, x_new, grid, refit="self_prediction", **kwargs).values
+    per_candidate = ssla_log_ppd(model, data, x_new, grid, refit=CandidateRefit(), **kwargs).values
+    literal = ssla_log_ppd(model, data, x_new, grid, refit=SelfPredictionRefit(), **kwargs).values
     assert torch.allclose(per_candidate[1], literal[1], atol=1e-10)
     assert (per_candidate - literal).abs().max() > 1e-3
 
@@ -73,8 +80,10 @@ def test_assla_float64_aggregate_matches_direct_increment_at_one_million():
     draws = normal_draws(1_000_000, seed=0).double()
     model = NormalMeanModel(2.0, 4.0, 1.0, dtype=DOUBLE)
     grid = torch.linspace(0, 10, 50, dtype=DOUBLE)
-    aggregate = assla_log_ppd(model, Data(y=draws), None, grid, increment="aggregate").values
-    direct = assla_log_ppd(model, Data(y=draws), None, grid, increment="direct").values
+    data = Data(y=draws)
+    aggregate = assla_log_ppd(model, data, None, grid,
+                              increment=AggregateLikelihoodIncrement()).values
+    direct = assla_log_ppd(model, data, None, grid, increment=DirectLikelihoodIncrement()).values
     assert (aggregate - direct).abs().max() <= 1e-9
 
 
@@ -82,10 +91,11 @@ def test_assla_float32_aggregate_shows_the_papers_cancellation():
     draws = normal_draws(1_000_000, seed=0)
     model32 = NormalMeanModel(2.0, 4.0, 1.0, dtype=torch.float32)
     grid = torch.linspace(0, 10, 50)
-    float32 = assla_log_ppd(model32, Data(y=draws), None, grid, increment="aggregate")
+    float32 = assla_log_ppd(model32, Data(y=draws), None, grid,
+                            increment=AggregateLikelihoodIncrement())
     reference = assla_log_ppd(
         NormalMeanModel(2.0, 4.0, 1.0, dtype=DOUBLE), Data(y=draws.double()), None,
-        grid.double(), increment="direct",
+        grid.double(), increment=DirectLikelihoodIncrement(),
     )
     error = (float32.values.double() - reference.values).abs().max()
     assert 1e-3 < error < 0.5
@@ -97,7 +107,7 @@ def test_assla_float32_aggregate_shows_the_papers_cancellation():
 def test_assla_is_plugin_when_curvature_does_not_depend_on_y():
     model, data, x_new = random_blr(1)
     grid = torch.linspace(-3, 3, 25, dtype=DOUBLE)
-    assla = assla_log_ppd(model, data, x_new, grid, increment="direct").values
+    assla = assla_log_ppd(model, data, x_new, grid, increment=DirectLikelihoodIncrement()).values
     theta_hat = model.fit(data, "mle")
     plugin = torch.distributions.Normal(x_new @ theta_hat, math.sqrt(model.sigma2)).log_prob(grid)
     assert torch.allclose(assla - plugin, (assla - plugin)[0].expand(25), atol=1e-12)
@@ -107,7 +117,7 @@ def test_poisson_assla_curvature_depends_on_the_candidate():
     data = Data(y=torch.tensor([2.0, 4.0, 3.0, 1.0, 5.0], dtype=DOUBLE))
     model = PoissonRateModel(6.0, 2.0, dtype=DOUBLE)
     grid = torch.arange(0, 11, dtype=DOUBLE)
-    assla = assla_log_ppd(model, data, None, grid, increment="direct").values
+    assla = assla_log_ppd(model, data, None, grid, increment=DirectLikelihoodIncrement()).values
     theta_hat = model.fit(data, "mle")
     plugin = torch.distributions.Poisson(theta_hat[0]).log_prob(grid)
     expected_shift = -0.5 * torch.log((data.y.sum() + grid) / data.y.sum())
