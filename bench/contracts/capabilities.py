@@ -182,7 +182,9 @@ class KernelExplanations(Method, Protocol):
 
 @runtime_checkable
 class AggregateIncrement(ConjugateMethod, Protocol):
-    """A conjugate method whose likelihood increment is computed one of two ways
-    (``increment``: ``aggregate`` or ``direct``; ASSLA, SSLA Table 1)."""
+    """A conjugate method whose likelihood increment is computed one of two ways (ASSLA, SSLA
+    Table 1): ``increment`` is set by name (``aggregate`` or ``direct``) and holds the
+    increment strategy once the method is built (the contract names no method class, so it
+    is typed loosely here)."""
 
-    increment: str
+    increment: object
