@@ -1,6 +1,6 @@
-"""``python -m bench.run``: the entry point of :mod:`bench.cli.run`."""
+"""``python -m bench.run``: the entry point of :mod:`bench.cli.run_command`."""
 
-from bench.cli.run import main
+from bench.cli.run_command import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -63,7 +63,7 @@ def config_error_line(overrides: list[str], results_dir: Path, capsys, monkeypat
 
     import pytest
 
-    from bench.cli.run import main as run_main
+    from bench.cli.run_command import main as run_main
 
     monkeypatch.setattr(sys, "argv", ["bench.run"])
     with pytest.raises(SystemExit) as stopped:

@@ -4,7 +4,7 @@
 [--threads 1] [--device cpu] [--quick] [--out FILE]`` prints (or writes to ``FILE``) a Markdown
 report. Table 3's anchor "prediction time LA / MAP" times ``method.predict`` of the LA row
 against the MAP network's softmax on the same inputs, in the same job
-(:mod:`bench.jobs.classification`). This benchmark repeats that comparison on the
+(:mod:`bench.jobs.classification_runner`). This benchmark repeats that comparison on the
 Redux LeNet (44,426 parameters, seeded random weights: the time does not depend on their
 values) and ``n_test`` standard normal MNIST-shaped inputs, with the LA built as the Table 3
 row builds it (``conf/method/laplace_classifier.yaml``, variant LA: last-layer K-FAC, BackPACK

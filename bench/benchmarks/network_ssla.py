@@ -34,9 +34,9 @@ from bench.curvature.structures import ggn
 from bench.datasets.toy import heteroscedastic_toy
 from bench.harness.timing import Stopwatch, timed
 from bench.methods.ssla.network import NetworkASSLA, NetworkSSLA
-from bench.methods.ssla.objectives import GaussianObjective
 from bench.methods.ssla.refit_gauss_newton import GaussNewtonRefit
 from bench.methods.ssla.refit_sgd import SGDRefit
+from bench.methods.ssla.ssla_objectives import GaussianObjective
 from bench.training.regression_network import train_map_mlp, train_paper_mlp
 
 FULL = {"n_test": 25, "ref_points": 3, "ref_grid": 2, "sgd_points": 5, "repeats": 3,

@@ -25,7 +25,6 @@ from bench.benchmarks.network_ssla import machine
 from bench.datasets.toy import heteroscedastic_toy
 from bench.harness.timing import Stopwatch
 from bench.methods.ssla.network import NetworkSSLA
-from bench.methods.ssla.objectives import GaussianObjective
 from bench.methods.ssla.refit_gauss_newton import GaussNewtonRefit
 from bench.methods.ssla.refit_newton import (
     LogJointProblem,
@@ -33,6 +32,7 @@ from bench.methods.ssla.refit_newton import (
     gradient_norm,
     lbfgs_refit,
 )
+from bench.methods.ssla.ssla_objectives import GaussianObjective
 from bench.training.regression_network import train_map_mlp
 
 LBFGS_GRAD_TOL = 1e-8

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from bench.datasets.conjugate import ConjugateProblem
-from bench.datasets.regression import RegressionSplits
+from bench.datasets.conjugate_problems import ConjugateProblem
+from bench.datasets.regression_splits import RegressionSplits
 from bench.datasets.synthetic_networks import SyntheticDataset
 from bench.datasets.wilds import WildsJob
 from bench.predictive.categorical import Categorical

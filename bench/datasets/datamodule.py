@@ -7,7 +7,7 @@ import lightning as L
 from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
 
-from bench.datasets.regression import RegressionSplits
+from bench.datasets.regression_splits import RegressionSplits
 
 
 class TensorDataModule(L.LightningDataModule):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from bench.datasets.regression import RegressionSplits
+from bench.datasets.regression_splits import RegressionSplits
 from bench.harness.errors import require_positive
 
 

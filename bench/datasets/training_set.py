@@ -3,7 +3,7 @@
 Every method of the contract (:mod:`bench.contracts.method`) that conditions on a labelled training
 set receives a :class:`TrainingSet`. Methods that only fit curvature read the two tensors;
 methods that train (ensembles, variational and sampling baselines, SWAG) also use the data's
-identity (part of their stored-state recipe, :mod:`bench.training.state_store`), the results
+identity (part of their stored-state recipe, :mod:`bench.harness.state_store`), the results
 folder their trained states are stored under and the device to train on. ``augmentation``
 names the random transform every training minibatch goes through
 (:mod:`bench.datasets.augmentation`; Laplace Redux's CIFAR-10 crop and flip), which methods

@@ -34,7 +34,7 @@ import torch
 from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 
-from bench.datasets.regression import RegressionSplits
+from bench.datasets.regression_splits import RegressionSplits
 from bench.datasets.uci_raw import UCI_SOURCES, load_uci_frame, uci_source
 from bench.harness.errors import ConfigError, require_choice
 

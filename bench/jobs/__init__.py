@@ -1,10 +1,10 @@
 """The job step of each family of tasks, shared by its tasks: data -> method -> predictive ->
 metrics -> cells.
 
-* :mod:`bench.jobs.regression`: network regression (SSLA Tables 2 and 4, Figure 2);
-* :mod:`bench.jobs.classification`: image classification methods on a stored MAP network
+* :mod:`bench.jobs.regression_runner`: network regression (SSLA Tables 2 and 4, Figure 2);
+* :mod:`bench.jobs.classification_runner`: image classification methods on a stored MAP network
   (Laplace Redux Tables 2-4, Figures 9 and 10);
-* :mod:`bench.jobs.replication`: replications on data drawn from a network (subnetwork
+* :mod:`bench.jobs.replication_runner`: replications on data drawn from a network (subnetwork
   Figures 1 and 2).
 
 A task is a short function over one of these; tasks never import each other.

@@ -6,7 +6,11 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from bench.contracts.method import ConjugateMethod
-from bench.datasets.conjugate import LinearRegressionData, NormalNormalData, PoissonGammaData
+from bench.datasets.conjugate_problems import (
+    LinearRegressionData,
+    NormalNormalData,
+    PoissonGammaData,
+)
 from bench.harness.method_nodes import instantiate_method
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator, resolve_dtype

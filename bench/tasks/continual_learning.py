@@ -33,10 +33,10 @@ from bench.datasets.continual_tasks import PermutedImageTasks, permuted_task
 from bench.datasets.training_set import TrainingSet
 from bench.harness.method_nodes import instantiate_method
 from bench.harness.result import TaskResult
+from bench.harness.state_store import stored_state
 from bench.harness.task_inputs import capability, takes
 from bench.harness.timing import Stopwatch
 from bench.metrics.classification import accuracy
-from bench.training.state_store import stored_state
 
 ROWS = {"kron": "KFAC", "diag": "DIAG"}
 ACCURACY_KIND = "continual_laplace_accuracy"

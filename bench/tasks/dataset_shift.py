@@ -1,7 +1,7 @@
 """Calibration of classification methods under dataset shift: Laplace Redux Figure 9.
 
 One job = (method node, model seed), through
-:class:`~bench.jobs.classification.ClassificationRunner`, so the stored MAP networks and the
+:class:`~bench.jobs.classification_runner.ClassificationRunner`, so the stored MAP networks and the
 methods' stored states of the OOD table are reused (nothing retrains; Laplace refits in
 seconds). ``shift``:
 
@@ -32,7 +32,7 @@ from bench.harness.errors import ConfigError, require_choice, require_positive
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator
 from bench.harness.task_inputs import takes
-from bench.jobs.classification import (
+from bench.jobs.classification_runner import (
     ClassificationJob,
     ClassificationRunner,
     VariantPredictions,

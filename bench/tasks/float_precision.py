@@ -6,7 +6,7 @@ import torch
 from omegaconf import DictConfig
 
 from bench.contracts.capabilities import AggregateIncrement
-from bench.datasets.conjugate import ConjugateProblem, NormalNormalData
+from bench.datasets.conjugate_problems import ConjugateProblem, NormalNormalData
 from bench.harness.errors import require_positive
 from bench.harness.method_nodes import instantiate_method
 from bench.harness.result import TaskResult
@@ -18,7 +18,7 @@ from bench.methods.ssla.algorithm import (
     LikelihoodIncrement,
 )
 from bench.metrics.grid import compute_grid_metrics
-from bench.models.conjugate import NormalMeanModel
+from bench.models.conjugate_models import NormalMeanModel
 from bench.models.parametric import Data
 from bench.predictive.densities import GridDensity
 

@@ -3,7 +3,7 @@
 One job = (structure, training seed): the method node (``online_marglik_diag``,
 ``online_marglik_kron`` or ``online_marglik_full``) trains its network and prior precision
 from scratch on the in-distribution training set and fits its Laplace approximation, through
-:class:`~bench.jobs.classification.ClassificationRunner` (fit and per-set prediction timed);
+:class:`~bench.jobs.classification_runner.ClassificationRunner` (fit and per-set prediction timed);
 its predictive is scored on the in-distribution test part (Fashion-MNIST: the 8k of the 2k/8k
 split) and each OOD test set present.
 
@@ -31,7 +31,7 @@ from bench.contracts.capabilities import OnlineMarglik
 from bench.datasets.image_classification import ImageClassificationData
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
-from bench.jobs.classification import (
+from bench.jobs.classification_runner import (
     ClassificationJob,
     ClassificationRunner,
     VariantPredictions,

@@ -1,7 +1,7 @@
 """Out-of-distribution detection of classification methods: Laplace Redux Tables 3 and 4.
 
 One job = (method node, model seed), through
-:class:`~bench.jobs.classification.ClassificationRunner`: every variant of the method node
+:class:`~bench.jobs.classification_runner.ClassificationRunner`: every variant of the method node
 (``LA`` and ``LA*`` of the Laplace node; one row for the others) fitted on the seed's stored
 MAP network or trained from scratch, then its predictive on the in-distribution test part
 (MNIST: the 8k of the 2k/8k split) and on each OOD test set of the dataset node.
@@ -25,7 +25,7 @@ from omegaconf import DictConfig
 from bench.datasets.image_classification import ImageClassificationData
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
-from bench.jobs.classification import (
+from bench.jobs.classification_runner import (
     ClassificationJob,
     ClassificationRunner,
     VariantPredictions,

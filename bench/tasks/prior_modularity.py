@@ -14,12 +14,12 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from bench.contracts.method import ConjugateMethod
-from bench.datasets.conjugate import ConjugateProblem, PriorModularityData
+from bench.datasets.conjugate_problems import ConjugateProblem, PriorModularityData
 from bench.harness.method_nodes import instantiate_method, method_variants
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator, resolve_dtype
 from bench.harness.task_inputs import takes
-from bench.models.conjugate import LinearGaussianModel
+from bench.models.conjugate_models import LinearGaussianModel
 from bench.models.parametric import Data
 
 

@@ -5,7 +5,7 @@ w ~ N(0, tau^-1 I), sigma^2 and tau fitted by evidence maximisation on the train
 linear-Gaussian, so the Laplace approximation is the exact posterior and four predictives are
 compared on the test set: the plug-in N(y-hat, sigma^2), the exact (= Laplace) predictive, and
 the variants of the method node (``method=ssla_assla``: SSLA and ASSLA of
-:mod:`bench.methods.ssla.conjugate`) evaluated on a y-grid around each plug-in prediction and
+:mod:`bench.methods.ssla.conjugate_ssla`) evaluated on a y-grid around each plug-in prediction and
 moment-matched to a Gaussian (the grid is fine and wide enough for the grid moments of a
 Gaussian to be exact to rounding).
 """
@@ -23,7 +23,7 @@ from omegaconf import DictConfig
 from torch import Tensor
 
 from bench.contracts.method import ConjugateMethod
-from bench.datasets.conjugate import ConjugateProblem
+from bench.datasets.conjugate_problems import ConjugateProblem
 from bench.datasets.sine import ToySineData
 from bench.harness.errors import require_positive
 from bench.harness.method_nodes import instantiate_method, method_variants
@@ -32,7 +32,7 @@ from bench.harness.rng import make_generator, resolve_dtype
 from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
 from bench.metrics.regression import regression_metrics
-from bench.models.conjugate import LinearGaussianModel
+from bench.models.conjugate_models import LinearGaussianModel
 from bench.models.parametric import Data
 from bench.predictive.densities import Gaussian
 

@@ -1,7 +1,7 @@
 """Subnetwork paper Figure 2: coverage of 95% intervals for the true mean function, vs k.
 
 One job = ((likelihood, specification), seed) with ``cfg.replications_per_job`` replications
-(seeds from :func:`bench.jobs.replication.replication_seeds`). Per replication the working
+(seeds from :func:`bench.jobs.replication_runner.replication_seeds`). Per replication the working
 network is trained once and its linearised Laplace gives the intervals of every Laplace
 method; Split (``d =
 cfg.split_parts`` disjoint parts of the training data) and Ensemble (``cfg.ensemble_members``
@@ -32,7 +32,7 @@ from bench.datasets.synthetic_networks import SyntheticNetworkData
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
-from bench.jobs.replication import FittedReplication, ReplicationRunner, ReplicationValues
+from bench.jobs.replication_runner import FittedReplication, ReplicationRunner, ReplicationValues
 from bench.methods.baselines.split_bootstrap import bootstrap_interval, split_interval
 from bench.metrics.regression import central_interval, fraction_inside
 from bench.predictive.densities import Gaussian

@@ -1,7 +1,7 @@
 """Subnetwork paper Figure 1: mean W2 between the full-LLA predictive and each surrogate's.
 
 One job = (working model setting, seed) with ``cfg.replications_per_job`` replications, seeds
-from :func:`bench.jobs.replication.replication_seeds`. Per replication the working network
+from :func:`bench.jobs.replication_runner.replication_seeds`. Per replication the working network
 is trained once; for each test domain (in-distribution, OOD, mixed) and method the mean over
 test points of ``W2(N(f, 1 + g^T Omega^-1 g), N(f, 1 + g^T Sigma g))`` is computed (Section
 4.1). Cells (means over the job's replications): row = the method's paper name, column
@@ -20,7 +20,7 @@ from bench.datasets.synthetic_networks import TEST_DOMAINS, SyntheticNetworkData
 from bench.harness.errors import ConfigError
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
-from bench.jobs.replication import FittedReplication, ReplicationRunner, ReplicationValues
+from bench.jobs.replication_runner import FittedReplication, ReplicationRunner, ReplicationValues
 from bench.metrics.wasserstein import mean_predictive_w2
 
 

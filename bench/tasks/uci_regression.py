@@ -1,6 +1,7 @@
 """SSLA paper Table 4: SSLA, ASSLA and LA on one UCI dataset, one shared base network.
 
-One job = (dataset, protocol, seed), through :class:`~bench.jobs.regression.RegressionRunner`.
+One job = (dataset, protocol, seed), through
+:class:`~bench.jobs.regression_runner.RegressionRunner`.
 The data set follows the protocol (the paper's preprocessing or the corrected one); the seed
 sets the split and the initialisation (42 is the paper's). The base network (``cfg.base``) is
 trained once, as under the authors' ``seed_everything(42)`` every method saw the same network,
@@ -20,7 +21,7 @@ from bench.datasets.uci import UCIRegressionData
 from bench.harness.errors import require_choice
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
-from bench.jobs.regression import RegressionRunner, always, build_method
+from bench.jobs.regression_runner import RegressionRunner, always, build_method
 
 
 def table_rows(cfg: DictConfig) -> Iterator[tuple[str, RegressionNetworkMethod]]:

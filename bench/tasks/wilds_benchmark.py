@@ -32,7 +32,7 @@ from bench.harness.method_nodes import instantiate_method
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import capability, takes
 from bench.harness.timing import Stopwatch
-from bench.jobs.classification import configured_method_node, shift_metrics
+from bench.jobs.classification_runner import configured_method_node, shift_metrics
 from bench.metrics import regression as regression_metrics
 
 SPLIT_LABELS = {"id_test": "id", "ood_test": "ood"}

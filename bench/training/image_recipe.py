@@ -3,7 +3,7 @@ and stages) with the identity of the training data it sees.
 
 Shared by the tasks that train (or load) the MAP network of a recipe and seed from the
 trained-network store: the tempered Laplace (Generalized Laplace Figures 3-5) and the
-classification methods of Laplace Redux (:mod:`bench.jobs.classification`).
+classification methods of Laplace Redux (:mod:`bench.jobs.classification_runner`).
 """
 
 from __future__ import annotations

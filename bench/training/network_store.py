@@ -19,9 +19,9 @@ final name in one step. Concurrency: one process trains a given (recipe, seed) a
 an exclusive ``fcntl.flock`` on ``seed-<seed>.lock``; others wait on the lock and then load what
 it saved. Readers never see half a network, because the final folder appears by ``os.rename``.
 
-Damaged files (:mod:`bench.training.stored_files`): a finished folder (one with ``weights.pt``)
+Damaged files (:mod:`bench.harness.stored_files`): a finished folder (one with ``weights.pt``)
 whose ``weights.pt``, ``recipe.json`` or ``history.json`` cannot be read is a one-line
-:class:`~bench.training.stored_files.DamagedStoreFile` (a ConfigError) naming the file and the
+:class:`~bench.harness.stored_files.DamagedStoreFile` (a ConfigError) naming the file and the
 folder to delete; it is neither used nor trained again silently. A ``checkpoint.pt`` of an
 interrupted run that cannot be read (or is not a training checkpoint) is deleted with a warning
 and training starts from the first epoch, which gives the same network. A folder without
@@ -48,9 +48,7 @@ from bench.datasets.augmentation import training_augmentation
 from bench.harness.errors import ConfigError, require_choice
 from bench.harness.overrides import default_results_dir
 from bench.harness.rng import derived_seed, make_generator
-from bench.models.classifiers import CLASSIFIERS, build_classifier
-from bench.training.classifier import ClassifierCheckpoint, TrainingStage, train_classifier
-from bench.training.stored_files import (
+from bench.harness.stored_files import (
     DamagedStoreFile,
     discard_checkpoint,
     error_reason,
@@ -62,6 +60,8 @@ from bench.training.stored_files import (
     save_atomically,
     write_json,
 )
+from bench.models.classifiers import CLASSIFIERS, build_classifier
+from bench.training.classifier import ClassifierCheckpoint, TrainingStage, train_classifier
 
 logger = logging.getLogger("bench.training")
 
@@ -320,7 +320,7 @@ def load_network(path: Path, recipe: TrainingRecipe, seed: int,
                  device: str | torch.device | None = None) -> StoredNetwork:
     """The stored network in ``path`` (a finished ``seed-<seed>`` folder), on ``device``. A file
     of the folder that cannot be read, or lacks what the store wrote, is a one-line
-    :class:`~bench.training.stored_files.DamagedStoreFile` naming it."""
+    :class:`~bench.harness.stored_files.DamagedStoreFile` naming it."""
     saved = read_stored_json(path / RECIPE_NAME)
     if saved != recipe.to_dict():
         try:

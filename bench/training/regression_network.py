@@ -24,7 +24,7 @@ from functools import partial
 import torch
 from torch import Tensor
 
-from bench.datasets.regression import RegressionSplits
+from bench.datasets.regression_splits import RegressionSplits
 from bench.harness.errors import require_choice
 from bench.harness.logs import quiet_lightning
 from bench.harness.timing import Stopwatch

@@ -1,12 +1,13 @@
 """Store (or check) golden cells: what every experiment's jobs produce at a given scale.
 
 ``python -m tests.golden.capture --scale smoke`` runs every job of every experiment config
-in-process (the jobs ``bench.cli.reproduce`` would launch) and writes their cells, metrics and a
-fingerprint of their figure arrays to ``tests/golden/<scale>/<paper>__<artifact>.json``. The
-regression test (``tests/integration/test_golden_cells.py``) re-runs the jobs and compares them
-to a relative tolerance of ``RELATIVE_TOLERANCE`` (``assert_matches_golden``), so code that moves
-cannot change a number unnoticed, while the last-digit differences that the same float program
-shows on another CPU (other vector units sum in another order) pass.
+in-process (the jobs ``bench.cli.reproduce_command`` would launch) and writes their cells,
+metrics and a fingerprint of their figure arrays to
+``tests/golden/<scale>/<paper>__<artifact>.json``. The regression test
+(``tests/integration/test_golden_cells.py``) re-runs the jobs and compares them to a relative
+tolerance of ``RELATIVE_TOLERANCE`` (``assert_matches_golden``), so code that moves cannot
+change a number unnoticed, while the last-digit differences that the same float program shows
+on another CPU (other vector units sum in another order) pass.
 """
 
 from __future__ import annotations
@@ -169,7 +170,7 @@ def run_job(job: list[str], with_record: bool = False):
 
 def capture(experiment: str, scale: str) -> dict:
     """Golden entries of every job of ``experiment`` at ``scale``."""
-    from bench.cli.reproduce import sweep_overrides
+    from bench.cli.reproduce_command import sweep_overrides
 
     entries = {}
     for multirun in sweep_overrides(experiment, scale, []):

@@ -134,7 +134,7 @@ def smoke_corruptions() -> list[str]:
 
 def smoke_wilds_seeds() -> list[int]:
     """The model seeds of Figure 10's smoke jobs (its ``seeds_for``), whose checkpoints exist."""
-    from bench.cli.reproduce import sweep_overrides
+    from bench.cli.reproduce_command import sweep_overrides
 
     seeds = {int(seed) for command in sweep_overrides("laplace_redux/figure-10", "smoke", [])
              for item in command if item.startswith("seed=")

@@ -133,7 +133,7 @@ def test_a_killed_attempts_log_is_kept_visibly_beside_the_record(tmp_path):
     (["method=glob(zzz*)"], "method=glob(zzz*) matches no option; choose from: assla, "),
 ])
 def test_bad_input_is_one_line_naming_the_key(args, expected, tmp_path, capsys, monkeypatch):
-    from bench.cli.run import main as run_main
+    from bench.cli.run_command import main as run_main
 
     monkeypatch.setattr(sys, "argv", ["bench.run"])
     with pytest.raises(SystemExit) as stopped:
@@ -145,7 +145,7 @@ def test_bad_input_is_one_line_naming_the_key(args, expected, tmp_path, capsys, 
 
 
 def test_reproduce_builds_the_multirun_of_an_experiment(capsys):
-    from bench.cli.reproduce import main as reproduce_main
+    from bench.cli.reproduce_command import main as reproduce_main
 
     assert reproduce_main(["ssla/table-1", "--scale", "cpu", "--dry-run", "--workers", "1"]) == 0
     command = capsys.readouterr().out.strip()
@@ -162,7 +162,7 @@ def test_reproduce_builds_the_multirun_of_an_experiment(capsys):
      "uci_bike; choose one of: uci_daily_demand, uci_real_estate"),
 ])
 def test_reproduce_stops_on_a_malformed_seeds_for_entry(entry, expected, tmp_path, capsys):
-    from bench.cli.reproduce import main as reproduce_main
+    from bench.cli.reproduce_command import main as reproduce_main
 
     status = reproduce_main(["ssla/table-4", "--scale", "smoke", "--dry-run",
                              f"results_dir={tmp_path}", f"seeds_for=[{entry}]"])

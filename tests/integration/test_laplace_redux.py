@@ -14,7 +14,7 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from bench.cli.reproduce import main as reproduce
+from bench.cli.reproduce_command import main as reproduce
 from bench.harness.finished_jobs import apply_scale_overrides
 from bench.harness.jobs import execute
 from bench.harness.records import iter_records
@@ -168,7 +168,7 @@ def test_cifar10c_panel_runs_on_generated_files_and_needs_data_here(tmp_path, mo
 
 
 def test_paper_scale_runs_swag_at_the_authors_seed_only():
-    from bench.cli.reproduce import sweep_overrides
+    from bench.cli.reproduce_command import sweep_overrides
 
     for artifact in ("table-3", "figure-9"):
         main, swag = sweep_overrides(f"laplace_redux/{artifact}", "paper", [])

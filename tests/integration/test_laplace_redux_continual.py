@@ -10,7 +10,7 @@ from hydra.utils import instantiate
 from laplace import Laplace
 from laplace.curvature import AsdlGGN
 
-from bench.cli.reproduce import main as reproduce
+from bench.cli.reproduce_command import main as reproduce
 from bench.datasets.continual_tasks import permuted_task
 from bench.harness.finished_jobs import apply_scale_overrides
 from bench.harness.jobs import execute

@@ -15,8 +15,8 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from bench.cli.report import main as report
-from bench.cli.reproduce import main as reproduce
+from bench.cli.report_command import main as report
+from bench.cli.reproduce_command import main as reproduce
 from bench.harness.finished_jobs import apply_scale_overrides
 from bench.harness.jobs import execute
 from bench.harness.records import iter_records
@@ -194,7 +194,7 @@ def test_a_checkpoint_of_another_architecture_stops_with_one_line_and_exit_2(dat
 
 
 def test_paper_scale_runs_every_piece_on_cuda():
-    from bench.cli.reproduce import sweep_overrides
+    from bench.cli.reproduce_command import sweep_overrides
 
     overrides = ["experiment=laplace_redux/table-4", "scale=paper",
                  "method=laplace_classifier"]

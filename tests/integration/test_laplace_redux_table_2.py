@@ -17,12 +17,12 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from bench.cli.reproduce import main as reproduce
+from bench.cli.reproduce_command import main as reproduce
 from bench.datasets.training_set import TrainingSet
 from bench.harness.finished_jobs import apply_scale_overrides
 from bench.harness.method_nodes import instantiate_method
 from bench.harness.records import iter_records
-from bench.jobs.classification import configured_method_node
+from bench.jobs.classification_runner import configured_method_node
 from bench.metrics.classification import nll
 from bench.reporting.render import render_report
 from bench.reporting.specs import SPECS

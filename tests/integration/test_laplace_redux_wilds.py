@@ -10,7 +10,7 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from bench.cli.reproduce import sweep_overrides
+from bench.cli.reproduce_command import sweep_overrides
 from bench.harness.jobs import execute
 from bench.harness.records import iter_records
 from bench.reporting.data_needs import missing_data
@@ -171,7 +171,7 @@ def test_reproduce_runs_each_data_set_with_its_own_seeds():
 
 
 def run_cli(args: list[str], capsys, monkeypatch) -> tuple[int, list[str]]:
-    from bench.cli.run import main as run_main
+    from bench.cli.run_command import main as run_main
 
     monkeypatch.setattr(sys, "argv", ["bench.run"])
     with pytest.raises(SystemExit) as stopped:

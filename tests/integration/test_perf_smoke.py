@@ -56,7 +56,7 @@ def test_ssla_refit_benchmark_writes_its_three_rows(tmp_path):
 
 def test_hmc_sampler_benchmark_times_both_samplers_to_the_same_samples(tmp_path):
     """The quick run of the fast-HMC vs pyro benchmark writes one row, samples equal."""
-    from bench.benchmarks.hmc_sampler import main
+    from bench.benchmarks.hmc_sampler_speed import main
 
     out = tmp_path / "hmc-perf.md"
     main(["--quick", "--out", str(out)])

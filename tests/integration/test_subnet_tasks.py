@@ -7,7 +7,7 @@ import math
 import pytest
 
 from bench.harness.jobs import execute
-from bench.jobs.replication import replication_seeds
+from bench.jobs.replication_runner import replication_seeds
 from bench.reporting.render import render_report
 from bench.reporting.specs import SPECS
 from tests.helpers import compose_config

@@ -48,7 +48,7 @@ def test_table_3_reports_the_split_sizes(data_root, tmp_path):
 
 
 def test_cpu_scale_runs_bike_at_the_paper_seed_only():
-    from bench.cli.reproduce import sweep_overrides
+    from bench.cli.reproduce_command import sweep_overrides
 
     main, bike = sweep_overrides("ssla/table-4", "cpu", [])
     assert "seed=42,0,1,2,3,4" in main and not any("uci_bike" in item for item in main)

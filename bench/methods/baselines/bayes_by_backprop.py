@@ -32,7 +32,7 @@ device. bayesian-torch draws its posterior init and flipout noise from torch's g
 building, training and predicting run inside :func:`bench.harness.rng.seeded_global_rng`:
 seeded from the fit seed (training) or ``sample_seed`` (every ``predict`` call), the caller's
 RNG state untouched. The trained posterior is stored once per (recipe, seed) by
-:func:`bench.training.state_store.stored_state` (kind ``bbb``), with a checkpoint after every
+:func:`bench.harness.state_store.stored_state` (kind ``bbb``), with a checkpoint after every
 epoch that a killed run resumes from exactly.
 """
 
@@ -53,6 +53,7 @@ from bench.harness.rng import (
     make_generator,
     seeded_global_rng,
 )
+from bench.harness.state_store import Checkpoints, stored_state
 from bench.methods.baselines.scratch_training import (
     GLOBAL_STREAM,
     MINIBATCH_STREAM,
@@ -68,7 +69,6 @@ from bench.methods.baselines.scratch_training import (
 from bench.methods.settings import ModelSettings, PredictionSettings, settings_node
 from bench.predictive.categorical import Categorical
 from bench.training.loop import LoopState, TrainingConfig, fit_parameters
-from bench.training.state_store import Checkpoints, stored_state
 
 FLIPOUT_LAYERS = (Conv2dFlipout, LinearFlipout)
 KL_REDUCTIONS = ("mean", "sum")

@@ -28,7 +28,7 @@ loader gives 512, so its step size drops once per epoch (notes §10.13); here it
 step over the cycle's real steps (the same cycle length, a smooth cosine).
 ``step_counter="code"`` takes the code's counter instead (:func:`code_step_size`), for the
 side run that measures the difference. Samples are stored
-by :func:`bench.training.state_store.stored_state` (kind ``csghmc``) with a checkpoint after
+by :func:`bench.harness.state_store.stored_state` (kind ``csghmc``) with a checkpoint after
 every epoch (theta, momenta, step count, generator states, samples so far).
 """
 
@@ -50,6 +50,7 @@ from bench.harness.rng import (
     make_generator,
     seeded_global_rng,
 )
+from bench.harness.state_store import Checkpoints, stored_state
 from bench.methods.baselines.scratch_training import (
     GLOBAL_STREAM,
     MINIBATCH_STREAM,
@@ -65,7 +66,6 @@ from bench.methods.baselines.scratch_training import (
 from bench.methods.settings import ModelSettings, PredictionSettings, settings_node
 from bench.predictive.categorical import Categorical
 from bench.training.loop import LoopState, TrainingConfig, fit_parameters
-from bench.training.state_store import Checkpoints, stored_state
 
 
 def cyclical_step_size(step: int, steps_per_cycle: int, lr: float) -> float:

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from bench.datasets.regression import RegressionSplits
+from bench.datasets.regression_splits import RegressionSplits
 from bench.harness.errors import require_choice, require_positive
 from bench.harness.rng import derived_seed, make_generator
 from bench.harness.timing import Stopwatch

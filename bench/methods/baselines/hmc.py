@@ -19,14 +19,14 @@ from pyro.infer.mcmc.adaptation import BlockMassMatrix
 from pyro.ops.stats import effective_sample_size, split_gelman_rubin
 from torch import Tensor
 
-from bench.datasets.regression import RegressionSplits
+from bench.datasets.regression_splits import RegressionSplits
 from bench.harness.errors import ConfigError, require_choice, require_positive
 from bench.harness.progress import progress_enabled
 from bench.harness.timing import Stopwatch
+from bench.methods.baselines.hmc_replay import GaussianMLPPotential, sample_hmc
 from bench.models.activations import ACTIVATIONS
 from bench.models.mlp import MLPShape, init_parameters
 from bench.predictive.densities import Gaussian
-from bench.training.hmc_sampler import GaussianMLPPotential, sample_hmc
 
 VARIANCES = ("paper", "corrected")
 SAMPLERS = ("fast", "pyro")
@@ -54,9 +54,9 @@ class HMCMethod:
     over kept draws, as ``torch.var`` in the authors' code.
 
     ``sampler="pyro"`` runs pyro's ``HMC`` kernel under ``MCMC`` (the oracle); ``"fast"`` runs
-    :func:`bench.training.hmc_sampler.sample_hmc`, which replays that kernel's arithmetic and
-    global-RNG draws without pyro's bookkeeping: the same kept states bit for bit, so the choice
-    is left out of the record's config hash.
+    :func:`bench.methods.baselines.hmc_replay.sample_hmc`, which replays that kernel's
+    arithmetic and global-RNG draws without pyro's bookkeeping: the same kept states bit for
+    bit, so the choice is left out of the record's config hash.
     """
 
     name: str = "hmc"

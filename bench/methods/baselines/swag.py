@@ -6,7 +6,7 @@ Training: from a copy of the base network, ``epochs`` epochs of constant-lr SGD 
 ``theta_i`` of all parameters at the end of every epoch: running mean, running second moment
 and the deviation matrix ``D`` whose rows are ``theta_i - mean_i`` (the mean just after
 snapshot ``i``) of the last ``rank`` snapshots (:func:`update_moments`). The moments are a
-stored state (:func:`bench.training.state_store.stored_state`, kind ``swag``), checkpointed after
+stored state (:func:`bench.harness.state_store.stored_state`, kind ``swag``), checkpointed after
 every epoch (network, optimizer, minibatch and dropout generators, moments) and resumed exactly.
 Minibatches go through the training set's augmentation when it has one (CIFAR-10: crop and
 flip), as in the authors' loader.
@@ -48,12 +48,12 @@ from bench.datasets.augmentation import Augment
 from bench.datasets.training_set import TrainingSet
 from bench.harness.errors import ConfigError
 from bench.harness.rng import derived_seed, make_generator
+from bench.harness.state_store import Checkpoints, stored_state
 from bench.methods.baselines.map_classifier import batched_logits
 from bench.methods.laplace.classification import network_of
 from bench.methods.settings import PredictionSettings, settings_node
 from bench.predictive.categorical import Categorical
 from bench.training.classifier import ClassifierCheckpoint, TrainingStage, train_classifier
-from bench.training.state_store import Checkpoints, stored_state
 
 MOMENT_KEYS = ("mean", "second_moment", "deviations")
 BUFFER_PREFIX = "buffer."

@@ -24,7 +24,7 @@ from lightning.pytorch.callbacks import EarlyStopping
 from torch import Tensor, nn
 
 from bench.datasets.datamodule import TensorDataModule
-from bench.datasets.regression import RegressionSplits
+from bench.datasets.regression_splits import RegressionSplits
 from bench.harness.errors import ConfigError, require_choice, require_positive
 from bench.harness.logs import quiet_lightning
 from bench.harness.timing import Stopwatch

@@ -25,7 +25,7 @@ task of the sequence:
 ``map_predict(x)`` is the network's own softmax.
 
 Every task's result (network weights and the posterior's state: mean, curvature, prior mean
-and precision, loss, data count) is stored by :func:`bench.training.state_store.stored_state`
+and precision, loss, data count) is stored by :func:`bench.harness.state_store.stored_state`
 (kind ``continual_laplace``) under a recipe chaining the previous task's hash, with a
 checkpoint after every epoch: a killed run resumes at its last epoch, a rerun loads the
 finished tasks. Randomness: the initial weights come from the seed's network stream, each
@@ -48,6 +48,7 @@ from torch.nn.utils import parameters_to_vector
 from bench.datasets.training_set import TrainingSet
 from bench.harness.errors import require_choice
 from bench.harness.rng import derived_seed, make_generator
+from bench.harness.state_store import Checkpoints, stored_state
 from bench.methods.baselines.map_classifier import batched_logits
 from bench.methods.baselines.scratch_training import (
     MINIBATCH_STREAM,
@@ -60,7 +61,6 @@ from bench.methods.laplace.classification import LaplaceTorchClassifier, train_l
 from bench.methods.settings import ModelSettings, PredictionSettings, settings_node
 from bench.predictive.categorical import Categorical
 from bench.training.loop import LoopState, TrainingConfig, fit_parameters
-from bench.training.state_store import Checkpoints, stored_state
 
 STRUCTURES = ("kron", "diag")
 STATE_KIND = "continual_laplace"

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, TensorDataset
 
-from bench.datasets.regression import RegressionSplits
+from bench.datasets.regression_splits import RegressionSplits
 from bench.harness.errors import require_choice, require_positive
 from bench.predictive.densities import Gaussian
 from bench.training.regression_network import TrainedNetwork

@@ -2,7 +2,7 @@
 log marginal likelihood of a full-curvature Laplace approximation from one eigendecomposition.
 
 :func:`laplace_evidence` is the ``evidence`` function
-:func:`bench.training.online_marglik.train_online_marglik` calls at every update epoch: it
+:func:`bench.methods.laplace.marglik_training.train_online_marglik` calls at every update epoch: it
 fits laplace-torch's ``Laplace(network, "classification", subset_of_weights,
 hessian_structure, backend=...)`` around the current weights and returns the negative log
 marginal likelihood as a function of the prior precision, either laplace-torch's own
@@ -21,7 +21,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
 from bench.curvature.linalg import logdet_shifted
-from bench.training.online_marglik import Evidence, HyperObjective
+from bench.methods.laplace.marglik_training import Evidence, HyperObjective
 
 LOG_DETS = ("exact", "eigen")
 

@@ -5,13 +5,13 @@ laplace-torch's Laplace approximation around the restored best epoch predicts.
 ``fit(data, seed)``:
 
 1. the network ``model`` is built from the fit seed's network stream and trained by
-   :func:`bench.training.online_marglik.train_online_marglik` with laplace-torch's evidence
+   :func:`bench.methods.laplace.marglik_training.train_online_marglik` with laplace-torch's evidence
    of ``(subset_of_weights, hessian_structure, backend)``
    (:func:`bench.methods.laplace.marglik.laplace_evidence`). Defaults are the notes' section
    2 call of laplace-torch's ``marglik_training``: 250 epochs, Adam 1e-3 with a per-step
    cosine to 1e-6, batch 512, layerwise prior from delta_0 = 30, 100 hyper-steps at lr 1.0
    after every epoch, GGN by AsdlGGN, best-marglik epoch restored. The trained weights and
-   prior precision are a stored state (:func:`bench.training.state_store.stored_state`, kind
+   prior precision are a stored state (:func:`bench.harness.state_store.stored_state`, kind
    ``online_marglik``), checkpointed after every epoch: a killed run resumes at its last epoch;
 2. as ``marglik_training`` ends, a fresh ``Laplace`` with the learned prior precision is
    fitted on the whole training set (no post-hoc tuning).
@@ -33,6 +33,7 @@ from torch import Tensor
 
 from bench.datasets.training_set import TrainingSet
 from bench.harness.errors import ConfigError, require_choice
+from bench.harness.state_store import Checkpoints, stored_state
 from bench.methods.baselines.scratch_training import (
     GLOBAL_STREAM,
     MINIBATCH_STREAM,
@@ -49,17 +50,16 @@ from bench.methods.laplace.classification import (
     train_loader,
 )
 from bench.methods.laplace.marglik import LOG_DETS, fit_laplace, laplace_evidence
-from bench.methods.settings import ModelSettings, PredictionSettings, settings_node
-from bench.metrics.memory import held_tensors
-from bench.predictive.categorical import Categorical
-from bench.training.online_marglik import (
+from bench.methods.laplace.marglik_training import (
     OnlineMarglikResult,
     OnlineMarglikSettings,
     RunStreams,
     last_layer_name,
     train_online_marglik,
 )
-from bench.training.state_store import Checkpoints, stored_state
+from bench.methods.settings import ModelSettings, PredictionSettings, settings_node
+from bench.metrics.memory import held_tensors
+from bench.predictive.categorical import Categorical
 
 HESSIAN_STRUCTURES = ("diag", "kron", "full")
 # The refit subset's stream, apart from scratch_training's streams 0-4.

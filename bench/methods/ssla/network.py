@@ -1,6 +1,6 @@
 """SSLA and ASSLA for regression networks, composed of three strategies chosen by the config.
 
-* ``objective`` (:mod:`bench.methods.ssla.objectives`, by protocol): the authors' MSE-scaled
+* ``objective`` (:mod:`bench.methods.ssla.ssla_objectives`, by protocol): the authors' MSE-scaled
   likelihood, grid and KDE summary (``paper``) or the Gaussian log joint with a quadrature
   grid (``corrected``);
 * ``curvature`` (:mod:`bench.methods.ssla.curvature_weights`): the GGN or the y-dependent
@@ -23,14 +23,14 @@ from torch import Tensor
 from bench.curvature.base import Curvature
 from bench.curvature.flat import FlatBackend
 from bench.curvature.structures import STRUCTURES, ggn
-from bench.datasets.regression import RegressionSplits
+from bench.datasets.regression_splits import RegressionSplits
 from bench.harness.errors import ConfigError, require_choice
 from bench.methods.ssla.batched import batched_outputs
 from bench.methods.ssla.curvature_weights import CURVATURE_WEIGHTS, CurvatureWeights, GGNWeights
-from bench.methods.ssla.objectives import OBJECTIVES, AuthorsObjective, Objective
 from bench.methods.ssla.refit_base import Refit, RefitLimits
 from bench.methods.ssla.refit_sgd import SGDRefit
 from bench.methods.ssla.refits import REFITS
+from bench.methods.ssla.ssla_objectives import OBJECTIVES, AuthorsObjective, Objective
 from bench.training.regression_network import TrainedNetwork
 
 

@@ -5,7 +5,7 @@ minibatches, early stopping on the last minibatch loss) for R pseudo-points in o
 loop: Adam is elementwise, so one optimizer over an ``[R, q]`` tensor is R independent
 optimizers. :class:`SGDRefit` is the strategy network SSLA calls (``method.refit.name=sgd``):
 its minibatch loss is the objective's
-(:meth:`bench.methods.ssla.objectives.Objective.sgd_batch_loss`).
+(:meth:`bench.methods.ssla.ssla_objectives.Objective.sgd_batch_loss`).
 """
 
 from __future__ import annotations

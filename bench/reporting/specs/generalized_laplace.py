@@ -29,7 +29,7 @@ from bench.reporting.claims import (
     mean_of,
     summarise_cells,
 )
-from bench.reporting.figures.structures import (
+from bench.reporting.figures.structures_plots import (
     TOY_PANELS,
     temperature_curve,
     temperature_curves,

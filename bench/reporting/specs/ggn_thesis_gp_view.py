@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from bench.reporting.claims import ClaimRule
-from bench.reporting.figures.gp_view import gp_view_figure
+from bench.reporting.figures.gp_view_plots import gp_view_figure
 from bench.reporting.spec import Anchor, ArtifactSpec, DataNeed
 from bench.reporting.verdicts import Interval
 from bench.tasks.gp_explanations import CHECK_ROW, ROW

@@ -24,7 +24,7 @@ from bench.reporting.claims import (
     claim,
     fraction,
 )
-from bench.reporting.figures.dataset_shift import METHOD_ORDER, shift_curve, shift_curves
+from bench.reporting.figures.dataset_shift_plots import METHOD_ORDER, shift_curve, shift_curves
 from bench.reporting.side_runs import side_run_cause
 from bench.reporting.spec import Anchor, ArtifactSpec, DataNeed
 from bench.reporting.targets import paper_values

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bench.reporting.claims import ClaimRule, Means, claim
-from bench.reporting.figures.continual import ROW_ORDER, continual_figure
+from bench.reporting.figures.continual_plots import ROW_ORDER, continual_figure
 from bench.reporting.spec import Anchor, ArtifactSpec
 from bench.reporting.targets import paper_values
 

@@ -23,7 +23,7 @@ from bench.datasets.wilds import CHECKPOINT_ENV, SHOWN_DATA_ROOT
 from bench.datasets.wilds_layout import missing_files
 from bench.harness.overrides import CONF_DIR
 from bench.reporting.claims import ClaimRule, Means, Statistic, claim, fraction
-from bench.reporting.figures.wilds import DATASETS, METHODS, wilds_figure
+from bench.reporting.figures.wilds_plots import DATASETS, METHODS, wilds_figure
 from bench.reporting.spec import Anchor, ArtifactSpec, CellPattern
 from bench.reporting.targets import load_targets
 from bench.reporting.verdicts import Interval

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.reporting.claims import ClaimRule
-from bench.reporting.figures.nn_regression import predictive_bands
+from bench.reporting.figures.nn_regression_plots import predictive_bands
 from bench.reporting.spec import Anchor, ArtifactSpec
 from bench.reporting.verdicts import PrintedDigits, Tolerance
 

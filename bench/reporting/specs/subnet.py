@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from bench.reporting.claims import ClaimRule, Means, Statistic, claim, fraction, mean_of
-from bench.reporting.figures.subnet import (
+from bench.reporting.figures.subnet_plots import (
     DOMAINS,
     FIGURE_1_FLAT_ROWS,
     FIGURE_2_FLAT_ROWS,
@@ -290,7 +290,7 @@ COMMON_NOTES = (
     "gain agrees above 0 (close from -0.05); 'similar coverage' agrees when the mean absolute "
     "gap is at most 0.05 (close up to 0.1).",
     "Paper: 200 replications (stated for Figure 2; Figure 1's count is not given). Seeds of a "
-    "job's replications: numpy SeedSequence([job seed, r]) (bench.jobs.replication).",
+    "job's replications: numpy SeedSequence([job seed, r]) (bench.jobs.replication_runner).",
     "k grid 1, 5, 10, 25, 50, 100, 150, 200, 250 (the paper's grid is not printed). "
     "Gradient-Laplace uses the training inputs as reference set; 'Gradient-Laplace (test "
     "ref.)' uses the test inputs (the paper allows either and does not say which it plotted). "

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from bench.cli import run as run_cli
+from bench.cli import run_command as run_cli
 from bench.harness.jobs import (
     FAILED_JOBS_DIR_ENV,
     failed_job_markers,

@@ -108,7 +108,7 @@ def test_skipping_a_failed_record_says_how_to_rerun_it(tmp_path, caplog):
 
 
 def test_report_lists_a_damaged_record_and_keeps_a_report_of_another_scale(tmp_path, capsys):
-    from bench.cli.report import main as report_main
+    from bench.cli.report_command import main as report_main
 
     for seed in ("seed=1", "seed=2"):
         _run(tmp_path, seed)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.cli import reproduce
+from bench.cli import reproduce_command as reproduce
 from bench.reporting.render import existing_report_scale
 from tests.helpers import REPO
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from bench.cli import reproduce
+from bench.cli import reproduce_command as reproduce
 
 
 def test_split_by_seed_gives_one_multirun_per_seed():

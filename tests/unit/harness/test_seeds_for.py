@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
-from bench.cli.reproduce import seed_lists, sweep_overrides
+from bench.cli.reproduce_command import seed_lists, sweep_overrides
 from bench.harness.errors import ConfigError
 
 SWEEP = {"dataset": ["uci_bike", "uci_wine"], "protocol": ["paper", "corrected"],

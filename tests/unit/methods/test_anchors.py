@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bench.datasets.conjugate import LinearRegressionData, NormalNormalData, PoissonGammaData
+from bench.datasets.conjugate_problems import (
+    LinearRegressionData,
+    NormalNormalData,
+    PoissonGammaData,
+)
 from bench.harness.rng import make_generator
 from bench.methods.ssla.algorithm import assla_log_ppd, ssla_log_ppd
 

@@ -14,13 +14,13 @@ from torch import nn
 
 from bench.datasets.training_set import TrainingSet
 from bench.harness.errors import ConfigError
+from bench.harness.state_store import Checkpoints
 from bench.methods.baselines.bayes_by_backprop import (
     BayesByBackprop,
     elbo_loss,
     kl_divergence,
     to_flipout,
 )
-from bench.training.state_store import Checkpoints
 
 
 def tiny_data(results_dir, n: int = 20) -> TrainingSet:

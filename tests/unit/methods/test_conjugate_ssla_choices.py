@@ -11,7 +11,7 @@ from bench.methods.ssla.algorithm import (
     DirectLikelihoodIncrement,
     SelfPredictionRefit,
 )
-from bench.methods.ssla.conjugate import ASSLAMethod, SSLAMethod
+from bench.methods.ssla.conjugate_ssla import ASSLAMethod, SSLAMethod
 
 
 @pytest.mark.parametrize(("name", "kind"), [("candidate", CandidateRefit),

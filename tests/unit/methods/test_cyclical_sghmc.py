@@ -11,6 +11,7 @@ from torch import nn
 
 from bench.datasets.training_set import TrainingSet
 from bench.harness.errors import ConfigError
+from bench.harness.state_store import Checkpoints
 from bench.methods.baselines.cyclical_sghmc import (
     CyclicalSGHMC,
     CyclicalSGHMCSampler,
@@ -19,7 +20,6 @@ from bench.methods.baselines.cyclical_sghmc import (
     sghmc_update,
 )
 from bench.models.classifiers import build_classifier
-from bench.training.state_store import Checkpoints
 
 
 def tiny_data(results_dir, n: int = 20) -> TrainingSet:

@@ -6,7 +6,7 @@ import pytest
 import torch
 from pyro.ops.stats import effective_sample_size
 
-from bench.datasets.regression import RegressionSplits
+from bench.datasets.regression_splits import RegressionSplits
 from bench.harness.errors import ConfigError
 from bench.methods.baselines.hmc import HMCMethod
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from bench.datasets.regression import RegressionSplits
+from bench.datasets.regression_splits import RegressionSplits
 from bench.methods.laplace.laplace_torch import LaplaceTorchMethod, tune_by_marginal_likelihood
 from bench.models.mlp import MLPShape, init_parameters
 from bench.training.regression_network import TrainedNetwork

@@ -9,12 +9,12 @@ import properscoring
 import torch
 from scipy import stats
 
-from bench.datasets.regression import RegressionSplits
+from bench.datasets.regression_splits import RegressionSplits
 from bench.methods.laplace.laplace_torch import LaplaceTorchMethod
 from bench.methods.ssla.curvature_weights import EmpiricalFisherWeights
 from bench.methods.ssla.network import NetworkASSLA, NetworkSSLA
-from bench.methods.ssla.objectives import AuthorsObjective, GaussianObjective
 from bench.methods.ssla.refit_newton import NewtonRefit
+from bench.methods.ssla.ssla_objectives import AuthorsObjective, GaussianObjective
 from bench.metrics.regression import coverage, crps, nll
 from bench.models.mlp import MLPShape
 from bench.predictive.densities import Gaussian, kde_bandwidth_gaussian

@@ -15,7 +15,7 @@ from bench.methods.ssla.algorithm import (
     assla_log_ppd,
     ssla_log_ppd,
 )
-from bench.models.conjugate import (
+from bench.models.conjugate_models import (
     LinearGaussianModel,
     NormalMeanModel,
     PoissonRateModel,

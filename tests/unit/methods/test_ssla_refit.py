@@ -10,7 +10,6 @@ from bench.curvature.dense import Dense
 from bench.datasets.toy import heteroscedastic_toy
 from bench.harness.errors import ConfigError
 from bench.methods.ssla.network import NetworkSSLA
-from bench.methods.ssla.objectives import AuthorsObjective, GaussianObjective
 from bench.methods.ssla.refit_gauss_newton import GaussNewtonRefit
 from bench.methods.ssla.refit_newton import (
     LogJointProblem,
@@ -19,6 +18,7 @@ from bench.methods.ssla.refit_newton import (
     gradient_norm,
     lbfgs_refit,
 )
+from bench.methods.ssla.ssla_objectives import AuthorsObjective, GaussianObjective
 from bench.training.regression_network import train_map_mlp
 from tests.unit.methods.test_nn_laplace import _exact_predictive, _linear_problem
 

@@ -7,10 +7,10 @@ import pytest
 
 from bench.harness.method_nodes import instantiate_method
 from bench.methods.ssla.curvature_weights import EmpiricalFisherWeights, GGNWeights
-from bench.methods.ssla.objectives import AuthorsObjective, GaussianObjective
 from bench.methods.ssla.refit_gauss_newton import GaussNewtonRefit
 from bench.methods.ssla.refit_newton import NewtonRefit
 from bench.methods.ssla.refit_sgd import SGDRefit
+from bench.methods.ssla.ssla_objectives import AuthorsObjective, GaussianObjective
 from tests.helpers import compose_config, config_error_line
 
 TABLE_2_SSLA = ["experiment=ssla/table-2", "method=nn_ssla", "scale=smoke"]

@@ -13,7 +13,7 @@ import scipy.stats
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from bench.benchmarks.subset_selection import (
+from bench.benchmarks.subset_selection_speed import (
     fit_exponent,
     greedy_timing,
     random_precision,

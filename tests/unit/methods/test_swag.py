@@ -13,13 +13,13 @@ from torch.nn.utils import vector_to_parameters
 from bench.datasets.training_set import TrainingSet
 from bench.harness.errors import ConfigError
 from bench.harness.rng import make_generator
+from bench.harness.state_store import Checkpoints
 from bench.methods.baselines.swag import (
     SWAG,
     refresh_batch_norm,
     sample_parameters,
     update_moments,
 )
-from bench.training.state_store import Checkpoints
 
 N = 20
 

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import torch
 
-from bench.datasets.regression import RegressionSplits
+from bench.datasets.regression_splits import RegressionSplits
 from bench.datasets.toy import heteroscedastic_toy
 from bench.harness.errors import ConfigError
 from bench.methods.baselines.deep_ensemble import DeepEnsembleMethod

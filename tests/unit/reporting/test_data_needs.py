@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.cli.report import report_one
+from bench.cli.report_command import report_one
 from bench.reporting.data_needs import NEEDS_DATA, missing_data, needs_data_table
 from bench.reporting.spec import ArtifactSpec, DataNeed
 from bench.reporting.specs import SPECS

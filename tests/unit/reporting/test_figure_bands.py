@@ -11,9 +11,9 @@ import pytest
 from matplotlib.collections import PolyCollection
 
 from bench.reporting.aggregate import mean_and_ci
-from bench.reporting.figures.structures import temperature_curves
-from bench.reporting.figures.subnet import coverage_curves, w2_curves
-from bench.reporting.figures.wilds import wilds_figure
+from bench.reporting.figures.structures_plots import temperature_curves
+from bench.reporting.figures.subnet_plots import coverage_curves, w2_curves
+from bench.reporting.figures.wilds_plots import wilds_figure
 from bench.reporting.intervals import (
     FRACTION,
     NONNEGATIVE,

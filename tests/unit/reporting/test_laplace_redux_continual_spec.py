@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from bench.reporting.figures.continual import accuracy_matrix, mean_curve
+from bench.reporting.figures.continual_plots import accuracy_matrix, mean_curve
 from bench.reporting.render import render_report
 from bench.reporting.specs import SPECS
 from bench.reporting.specs.laplace_redux_continual import kfac_minus_diag, setup_value

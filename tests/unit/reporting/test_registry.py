@@ -8,7 +8,7 @@ import pytest
 
 import bench.reporting.specs as specs_package
 from bench.cli import artifacts
-from bench.cli.reproduce import artifact_experiment
+from bench.cli.reproduce_command import artifact_experiment
 from bench.harness.errors import ConfigError
 from bench.reporting.catalog import CATALOG, catalog_entry
 from bench.reporting.registry import (

@@ -16,7 +16,7 @@ from bench.harness.task_inputs import capability, fitting_options, protocol_gap
 from bench.methods.baselines.map_classifier import MapClassifier
 from bench.methods.laplace.laplace_torch import LaplaceTorchMethod
 from bench.methods.laplace.tempered import TemperedLaplace
-from bench.methods.ssla.conjugate import SSLAMethod
+from bench.methods.ssla.conjugate_ssla import SSLAMethod
 from tests.helpers import REPO
 
 METHODS = REPO / "conf" / "method"

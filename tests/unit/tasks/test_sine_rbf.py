@@ -14,13 +14,13 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from bench.datasets.conjugate import ConjugateProblem
+from bench.datasets.conjugate_problems import ConjugateProblem
 from bench.datasets.sine import ToySineData
 from bench.harness.finished_jobs import apply_scale_overrides
 from bench.harness.rng import make_generator
-from bench.methods.ssla.conjugate import ASSLAMethod, SSLAMethod
+from bench.methods.ssla.conjugate_ssla import ASSLAMethod, SSLAMethod
 from bench.metrics.regression import regression_metrics
-from bench.models.conjugate import LinearGaussianModel
+from bench.models.conjugate_models import LinearGaussianModel
 from bench.models.parametric import Data
 from bench.predictive.densities import Gaussian
 from bench.tasks.sine_rbf import (

@@ -12,8 +12,8 @@ import torch
 from bench.datasets.toy import heteroscedastic_toy
 from bench.harness.errors import ConfigError
 from bench.methods.baselines.hmc import HMCMethod
+from bench.methods.baselines.hmc_replay import GaussianMLPPotential, potential_and_grad, sample_hmc
 from bench.models.mlp import MLPShape, init_parameters
-from bench.training.hmc_sampler import GaussianMLPPotential, potential_and_grad, sample_hmc
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,9 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from bench.harness.errors import ConfigError
 from bench.harness.rng import make_generator
+from bench.harness.state_store import Checkpoints
 from bench.methods.laplace.marglik import fit_laplace, laplace_evidence
-from bench.training.online_marglik import (
+from bench.methods.laplace.marglik_training import (
     BestEpoch,
     OnlineMarglikSettings,
     RunStreams,
@@ -25,7 +26,6 @@ from bench.training.online_marglik import (
     tensor_precisions,
     train_online_marglik,
 )
-from bench.training.state_store import Checkpoints
 
 laplace = pytest.importorskip("laplace")
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from bench.harness.errors import ConfigError
-from bench.training.state_store import (
+from bench.harness.state_store import (
     HISTORY_NAME,
     STATE_NAME,
     state_dir,

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from bench.cli.tune import tune
+from bench.cli.tune_command import tune
 from bench.harness.errors import ConfigError
 from bench.harness.overrides import CONF_DIR
 from bench.tuning.config import compose_tune
@@ -151,7 +151,7 @@ def test_scales_read_tuned_values_from_their_source(tmp_path):
     from hydra import compose, initialize_config_dir
 
     from bench.harness.tuned import load_tuned
-    from bench.jobs.regression import build_method
+    from bench.jobs.regression_runner import build_method
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cpu = compose("config", overrides=["experiment=ssla/table-2", "scale=cpu", "method=vi"])

@@ -11,7 +11,7 @@ import time
 import optuna
 import pytest
 
-from bench.cli.tune import tune
+from bench.cli.tune_command import tune
 from bench.harness.errors import ConfigError
 from bench.tuning.config import check_config, compose_tune
 from bench.tuning.study import open_storage

@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from bench.contracts.capabilities import PredictionDiagnostics
 from bench.contracts.method import RegressionNetworkMethod
-from bench.datasets.regression import RegressionSplits
+from bench.datasets.regression_splits import RegressionSplits
 from bench.harness.errors import ConfigError
 from bench.harness.method_nodes import (
     instantiate_method,

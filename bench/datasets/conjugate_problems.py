@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from bench.harness.errors import require_positive
-from bench.models.conjugate import LinearGaussianModel, NormalMeanModel, PoissonRateModel
+from bench.models.conjugate_models import LinearGaussianModel, NormalMeanModel, PoissonRateModel
 from bench.models.parametric import Data
 
 

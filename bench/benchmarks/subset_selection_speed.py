@@ -1,6 +1,6 @@
 """Timing of Greedy-Laplace (Algorithm 1) against re-inverting at every step.
 
-``python -m bench.benchmarks.subset_selection [--p 250 500 1000 2000] [--k 10 20 40 80]
+``python -m bench.benchmarks.subset_selection_speed [--p 250 500 1000 2000] [--k 10 20 40 80]
 [--out FILE]`` prints
 (or writes to ``FILE``, e.g. ``reports/subnet/perf.md`` via ``make bench-perf-subnet``) a
 Markdown report: the timing table and the fitted scaling exponents beside the complexities
@@ -117,7 +117,7 @@ def markdown_report(rows: list[dict], args: argparse.Namespace, wall_s: float,
     timing = pd.DataFrame(rows).to_markdown(index=False, floatfmt=".4g")
     return "\n".join([
         "# Subnetwork Laplace: Greedy-Laplace selection time", "",
-        f"`python -m bench.benchmarks.subset_selection --p {' '.join(map(str, args.p))} --k "
+        f"`python -m bench.benchmarks.subset_selection_speed --p {' '.join(map(str, args.p))} --k "
         f"{' '.join(map(str, args.k))} --repeats {args.repeats} --threads {args.threads}` "
         f"(torch {torch.__version__}, {args.threads} thread(s), float64, median of "
         f"{args.repeats} after one warm-up call; {wall_s:.0f} s in all; 1-minute load average "

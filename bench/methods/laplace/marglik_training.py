@@ -59,9 +59,9 @@ from bench.harness.rng import (
     seeded_global_rng,
     set_global_rng_state,
 )
+from bench.harness.state_store import Checkpoints
 from bench.harness.timing import Stopwatch
 from bench.training.loop import LoopState, TrainingConfig, fit_parameters
-from bench.training.state_store import Checkpoints
 
 SUBSETS = ("all", "last_layer")
 PRIOR_STRUCTURES = ("scalar", "layerwise")

@@ -1,6 +1,6 @@
 """Speed of training a grid of small networks at once vs one by one (GGN thesis Figure 5.2).
 
-``python -m bench.benchmarks.network_grid [--networks 31] [--steps 20] [--threads 1]
+``python -m bench.benchmarks.network_grid_speed [--networks 31] [--steps 20] [--threads 1]
 [--quick] [--out FILE]`` prints (or writes to ``FILE``) a Markdown report: the same
 ``--networks`` networks of the thesis's architecture (1 -> 5 x 25 tanh -> 1, P = 2676, float64)
 on the 150 Snelson training points, each with its own prior precision (a row of the
@@ -89,7 +89,7 @@ def render(argv: list[str], cfg: dict, info: dict, result: dict) -> str:
     return "\n".join([
         "# Network grid: batched vs one-by-one training (GGN thesis Figure 5.2)",
         "",
-        f"Command: `python -m bench.benchmarks.network_grid {' '.join(argv)}` · commit "
+        f"Command: `python -m bench.benchmarks.network_grid_speed {' '.join(argv)}` · commit "
         f"{info['sha']} · {info['cpu']} · torch threads {info['threads']} · torch "
         f"{info['torch']} · load average {info['load']}",
         "",

@@ -1,11 +1,11 @@
 """Speed of the fast HMC sampler against pyro's HMC kernel, same chain.
 
-``python -m bench.benchmarks.hmc_sampler [--transitions 300] [--burn 50] [--repeats 3]
+``python -m bench.benchmarks.hmc_sampler_speed [--transitions 300] [--burn 50] [--repeats 3]
 [--quick] [--out FILE]`` prints (or writes to ``FILE``) a Markdown report: SSLA Table 2's HMC
 baseline (:class:`bench.methods.baselines.hmc.HMCMethod` with the authors' tuned settings: the
 1-50-50-1 tanh MLP, step size 4.149e-4, 14 leapfrog steps, diagonal inverse mass) on the
 heteroscedastic toy (seed 42), fitted with ``method.sampler=pyro`` (pyro's ``HMC`` under
-``MCMC``, the oracle) and ``method.sampler=fast`` (:mod:`bench.training.hmc_sampler`) in the
+``MCMC``, the oracle) and ``method.sampler=fast`` (:mod:`bench.methods.baselines.hmc_replay`) in the
 same process. Each is timed with :func:`bench.harness.timing.timed` (median of ``--repeats``
 after one untimed warm-up call) over the whole ``fit`` (sampling plus diagnostics), and the
 kept samples of the two are checked to be equal (``torch.equal``). ``--quick`` runs 6
@@ -46,7 +46,7 @@ def render(args: list[str], info: dict, quick: bool, cfg: dict, row: dict) -> st
     """The Markdown report."""
     return "\n".join([
         "# Speed benchmark: HMC baseline, fast sampler vs pyro's HMC kernel", "",
-        f"- Command: `{' '.join(['python -m bench.benchmarks.hmc_sampler', *args])}`",
+        f"- Command: `{' '.join(['python -m bench.benchmarks.hmc_sampler_speed', *args])}`",
         f"- Git: {info['sha']}",
         f"- Machine: {info['cpu']}; torch threads {info['threads']}; torch {info['torch']}; "
         f"load average at start {info['load']} (shared machine: timings are noisy)",

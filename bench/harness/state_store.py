@@ -16,9 +16,9 @@ saves a checkpoint after every epoch and, when run again after an interruption, 
 one and continues from it. The finished folder is renamed to its final name in one step, under
 an exclusive lock, so readers never see half a state.
 
-Damaged files (:mod:`bench.training.stored_files`): a finished folder (one with ``state.pt``)
+Damaged files (:mod:`bench.harness.stored_files`): a finished folder (one with ``state.pt``)
 whose ``state.pt`` or ``history.json`` cannot be read is a one-line
-:class:`~bench.training.stored_files.DamagedStoreFile` (a ConfigError) naming the file and the
+:class:`~bench.harness.stored_files.DamagedStoreFile` (a ConfigError) naming the file and the
 folder to delete; it is neither used nor trained again silently. A ``checkpoint.pt`` of an
 interrupted run that cannot be read is deleted with a warning and :meth:`Checkpoints.load`
 returns None, so training starts from the first epoch. A folder without ``state.pt`` is trained
@@ -40,7 +40,7 @@ import torch
 
 from bench.harness.errors import ConfigError
 from bench.harness.overrides import default_results_dir
-from bench.training.stored_files import (
+from bench.harness.stored_files import (
     exclusive_lock,
     load_checkpoint,
     load_stored_tensors,
@@ -147,7 +147,7 @@ def load_state(path: Path, expected_hash: str | None = None) -> StoredState:
     """The stored state in ``path`` (a finished ``seed-<seed>`` folder); a state saved under
     another recipe hash than ``expected_hash`` is a one-line ConfigError naming its file, and
     so is a file of the folder that cannot be read
-    (:class:`~bench.training.stored_files.DamagedStoreFile`)."""
+    (:class:`~bench.harness.stored_files.DamagedStoreFile`)."""
     saved = read_stored_json(path / HISTORY_NAME, ("recipe_hash", "epochs"))
     if expected_hash is not None and saved.get("recipe_hash") != expected_hash:
         raise ConfigError(f"{path / STATE_NAME}: saved under recipe hash "

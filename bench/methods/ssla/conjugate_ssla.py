@@ -1,7 +1,7 @@
 """SSLA and ASSLA for the conjugate models: fit on a problem, predict its grid density.
 
 Both follow :class:`bench.contracts.method.Method`: ``fit(problem, seed)`` takes a
-:class:`bench.datasets.conjugate.ConjugateProblem` (model, data and candidate y-grid travel
+:class:`bench.datasets.conjugate_problems.ConjugateProblem` (model, data and candidate y-grid travel
 together) and fits theta-hat; ``predict(x)`` gives the unnormalised log-PPD on the problem's
 grid as a :class:`GridDensity`. A 1-D grid is one predictive at ``x`` (one input row, or None
 for models without inputs); a 2-D grid ``[N, m]`` holds one grid per row of ``x`` ``[N, q]``.
@@ -17,7 +17,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from bench.datasets.conjugate import ConjugateProblem
+from bench.datasets.conjugate_problems import ConjugateProblem
 from bench.methods.ssla.algorithm import (
     ConjugateRefit,
     LikelihoodIncrement,
