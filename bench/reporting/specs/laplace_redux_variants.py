@@ -184,8 +184,8 @@ MNIST_NOTES = (
     "crop with padding 4 and horizontal flip, the paper's CIFAR-10 augmentation; it mirrors "
     "digits), seen by the MAP training and the post-hoc fit. The online loop has no "
     "augmentation: its rows are the same networks in the DA and no-DA panels.",
-    "cpu scale (deviations): one model seed (6); 1,000 in-distribution test images (of the "
-    "8k part) and 1,000 per OOD set; online marglik 20 epochs (paper: 250; Table 2's cpu "
+    "cpu scale (deviations): one model seed (6); 500 in-distribution test images (of the "
+    "8k part) and 500 per OOD set; online marglik 20 epochs (paper: 250; Table 2's cpu "
     "scale: 50) with each refit on a fixed 5,000 training images; the MC link with 100 "
     "samples. Times are 2-core CPU seconds.",
 )
