@@ -182,6 +182,10 @@ class LaplaceTorchClassifier:
     # OnlineMarglikLaplace (epochs, refit_size, prior_precision, ...); None: its defaults.
     # Unread by the other tunings (a scale may set it for every variant of a grid).
     online: dict | None = None
+    # True: BatchNorm weights and biases stay at their MAP values, outside the posterior (their
+    # requires_grad is cleared on the adapter's copy; laplace-torch 0.3's all-weights KFAC
+    # fails on BatchNorm layers). Read by all-weights post-hoc fits only.
+    frozen_batchnorm: bool = False
     fits_on_base: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
@@ -228,6 +232,10 @@ class LaplaceTorchClassifier:
         if base is None:
             raise ValueError("LaplaceTorchClassifier.fit needs the trained network (base=)")
         network = copy.deepcopy(network_of(base)).to(self.device).eval()
+        if self.frozen_batchnorm and self.subset_of_weights == "all":
+            for module in network.modules():
+                if isinstance(module, nn.modules.batchnorm._BatchNorm):
+                    module.requires_grad_(False)
         dtype = next(network.parameters()).dtype
         self.la = self.build_laplace(network)
         augment = data.augmenter() if hasattr(data, "augmenter") else None
