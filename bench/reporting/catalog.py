@@ -82,6 +82,10 @@ CATALOG: tuple[CatalogEntry, ...] = (
     CatalogEntry("laplace_redux", "table-3", "MNIST OOD detection: confidence and AUROC"),
     CatalogEntry("laplace_redux", "table-4", "CIFAR-10 OOD detection: confidence and AUROC"),
     CatalogEntry("laplace_redux", "table-5", "Memory footprint of WRN-16-4 on CIFAR-10"),
+    CatalogEntry("laplace_redux", "figure-8", "Laplace variants on CIFAR-10 OOD: accuracy vs "
+                 "mean AUROC (subset, structure, tuning, link)"),
+    CatalogEntry("laplace_redux", "figure-8-mnist", "Figure 8's variant grid on MNIST / FMNIST "
+                 "(LeNet; not the paper's data)"),
     CatalogEntry("laplace_redux", "figure-9", "Dataset shift: Rotated-MNIST (Brier, "
                  "accuracy vs angle)"),
     CatalogEntry("laplace_redux", "figure-9-cifar10c", "Dataset shift: Corrupted-CIFAR-10 "

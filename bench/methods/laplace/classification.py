@@ -21,7 +21,11 @@ What the settings mean (laplace-redux-reproduction-notes §1, generalized-laplac
   log prior precision, starting from ``prior_precision`` (1.0), with a ``scalar`` prior
   (``layerwise`` and per-parameter ``diag`` are offered; kron takes scalar or layerwise only,
   last-layer diag/full scalar or diag only, as laplace-torch 0.3 does).
-  ``"fixed"`` keeps ``prior_precision``.
+  ``"fixed"`` keeps ``prior_precision``. ``"online_marglik"`` (Laplace Redux's online
+  Laplace, Figure 8) ignores ``base``: the network and a layerwise prior are trained together
+  by :class:`~bench.methods.laplace.online_marglik.OnlineMarglikLaplace` (its settings in
+  ``online``; a stored, resumable state shared by every link of the same fit), then this
+  adapter predicts with its own link. Over the last layer only it is a ConfigError (LEFT_OUT).
 * ``pred_type="glm"`` with ``link_approx`` probit, bridge, bridge_norm (deterministic) or mc;
   ``pred_type="nn"`` samples networks (``link_approx`` must be mc). Sampled predictives draw
   from a generator seeded with the fit ``seed``: for ``nn`` the same ``n_samples`` parameter
@@ -47,6 +51,7 @@ modified.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import warnings
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
@@ -67,7 +72,11 @@ STRUCTURES = ("diag", "kron", "full")
 BACKENDS = ("AsdlGGN", "AsdlEF", "CurvlinopsGGN", "CurvlinopsEF", "BackPackGGN", "BackPackEF")
 PRED_TYPES = ("glm", "nn")
 LINK_APPROXIMATIONS = ("probit", "mc", "bridge", "bridge_norm")
-PRIOR_TUNINGS = ("fixed", "marglik")
+PRIOR_TUNINGS = ("fixed", "marglik", "online_marglik")
+# Combinations Laplace Redux leaves out of its variant grid (appendix C.1: "do not work well at
+# all"): (subset_of_weights, prior_tuning) -> why. A one-line ConfigError names them.
+LEFT_OUT = {("last_layer", "online_marglik"): "Laplace Redux C.1 leaves online Laplace over "
+            "the last layer only out of its grid (it does not work well at all)"}
 PRIOR_STRUCTURES = ("scalar", "layerwise", "diag")
 # Attributes of a fitted laplace-torch object that are not its state: ``data`` is the first
 # training batch, which last-layer Laplace keeps only to find the last layer (laplace-torch 0.3).
@@ -164,6 +173,14 @@ class LaplaceTorchClassifier:
     batch_size: int = 512
     prediction: PredictionSettings = PredictionSettings(batch_size=512)
     device: str = "cpu"
+    # Settings of the online-marglik training (``prior_tuning="online_marglik"``): keys of
+    # OnlineMarglikLaplace (epochs, refit_size, prior_precision, ...); None: its defaults.
+    # Unread by the other tunings (a scale may set it for every variant of a grid).
+    online: dict | None = None
+    # True: BatchNorm weights and biases stay at their MAP values, outside the posterior (their
+    # requires_grad is cleared on the adapter's copy; laplace-torch 0.3's all-weights KFAC
+    # fails on BatchNorm layers). Read by all-weights post-hoc fits only.
+    frozen_batchnorm: bool = False
     fits_on_base: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
@@ -192,6 +209,11 @@ class LaplaceTorchClassifier:
                               f"method.hessian_structure={self.hessian_structure!r} and "
                               "method.subset_of_weights='last_layer'; choose one of: scalar, "
                               "diag")
+        left_out = LEFT_OUT.get((self.subset_of_weights, self.prior_tuning))
+        if left_out:
+            raise ConfigError(f"method.subset_of_weights={self.subset_of_weights!r} with "
+                              f"method.prior_tuning={self.prior_tuning!r} is not a valid "
+                              f"combination ({left_out}); choose subset_of_weights='all'")
         for subset in (None, self.subset_of_weights):
             reason = UNSUPPORTED.get((self.backend, self.hessian_structure, subset))
             if reason:
@@ -201,9 +223,15 @@ class LaplaceTorchClassifier:
 
     def fit(self, data: ClassificationTrainData, seed: int, base: Any = None) -> dict:
         """Fit the curvature of ``base`` on ``data``'s training set; tune the prior if asked."""
+        if self.prior_tuning == "online_marglik":
+            return self._fit_online(data, seed)
         if base is None:
             raise ValueError("LaplaceTorchClassifier.fit needs the trained network (base=)")
         network = copy.deepcopy(network_of(base)).to(self.device).eval()
+        if self.frozen_batchnorm and self.subset_of_weights == "all":
+            for module in network.modules():
+                if isinstance(module, nn.modules.batchnorm._BatchNorm):
+                    module.requires_grad_(False)
         dtype = next(network.parameters()).dtype
         self.la = self.build_laplace(network)
         augment = data.augmenter() if hasattr(data, "augmenter") else None
@@ -228,6 +256,32 @@ class LaplaceTorchClassifier:
                 "log_marginal_likelihood": log_marglik, "n_parameters": int(self.la.n_params),
                 "backend": type(self.la.backend).__name__, "laplace_class": type(self.la).__name__,
                 "temperature": float(self.temperature), "n_data": int(self.la.n_data)}
+
+    def online_method(self):
+        """The online-marglik trainer of this adapter's subset, structure and backend, with
+        ``online``'s settings over its defaults (module docstring)."""
+        from bench.methods.laplace.online_marglik import OnlineMarglikLaplace
+
+        settings = {"fit_batch_size": self.batch_size, **(self.online or {})}
+        return OnlineMarglikLaplace(
+            name=self.name, hessian_structure=self.hessian_structure,
+            subset_of_weights=self.subset_of_weights, backend=self.backend,
+            prior_structure=self.prior_structure,
+            pred_type=self.pred_type, link_approx=self.link_approx, n_samples=self.n_samples,
+            predict_batch_size=self.predict_batch_size, device=self.device, **settings)
+
+    def _fit_online(self, data: ClassificationTrainData, seed: int) -> dict:
+        """Train (or load) the network and prior by online marglik and fit its Laplace. The
+        online loop has no augmentation: it sees the training set without it (so the state is
+        the same with and without ``dataset.augmentation``, and trained once)."""
+        trainer = self.online_method()
+        if getattr(data, "augmentation", "none") != "none":
+            data = dataclasses.replace(data, augmentation="none")
+        diagnostics = trainer.fit(data, seed)
+        self.la, self.seed = trainer.la, int(seed)
+        return {**diagnostics, "prior_structure": trainer.prior_structure,
+                "n_data": int(self.la.n_data), "temperature": float(self.temperature),
+                "online_augmentation": "none"}
 
     def build_laplace(self, network: nn.Module, prior_mean: float | Tensor = 0.0):
         """laplace-torch's ``Laplace(network, "classification", ...)`` with this adapter's

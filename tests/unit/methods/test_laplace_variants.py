@@ -1,0 +1,128 @@
+"""Laplace Redux Figure 8's grid of Laplace variants: every variant the experiments sweep is
+composed from the axis nodes (conf/la_subset, la_structure, la_hyper, la_link), built and
+fitted on a tiny LeNet run (16 random images), and predicts a categorical distribution; the
+combinations the paper leaves out are one-line ConfigErrors naming them."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import OmegaConf
+
+from bench.datasets.training_set import TrainingSet
+from bench.harness.errors import ConfigError
+from bench.harness.jobs import check_method_node
+from bench.harness.method_nodes import instantiate_method
+from bench.harness.overrides import CONF_DIR
+from bench.harness.rng import make_generator
+from bench.models.classifiers import build_classifier
+
+pytest.importorskip("laplace")
+
+EXPERIMENTS = ("laplace_redux/figure-8-mnist", "laplace_redux/figure-8")
+MNIST = "laplace_redux/figure-8-mnist"
+# The tiny run: 16 images, minibatches of 8, a few tuning steps and samples.
+TINY = {"tune_steps": 2, "n_samples": 5, "batch_size": 8, "predict_batch_size": 4,
+        "online": {"epochs": 1, "batch_size": 8, "hyper_steps": 2, "network_model":
+                   "lenet_redux", "network_options": {}}}
+
+
+def composed(experiment: str, *overrides: str):
+    """The experiment's config (no scale overrides) with ``overrides``."""
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            return compose("config", overrides=[f"experiment={experiment}", *overrides])
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def grid(experiment: str) -> list[tuple[str, str]]:
+    """(la_posterior, la_link) of every variant the experiment's full sweep holds."""
+    sweep = composed(experiment).sweep
+    return list(itertools.product(sweep["la_posterior"], sweep["la_link"]))
+
+
+GRID = grid(MNIST)
+EXPECTED = {  # (subset, structure, prior_tuning) of each la_posterior node
+    "last_layer_diag": ("last_layer", "diag", "marglik"),
+    "last_layer_kron": ("last_layer", "kron", "marglik"),
+    "last_layer_full": ("last_layer", "full", "marglik"),
+    "all_diag": ("all", "diag", "marglik"),
+    "all_kron": ("all", "kron", "marglik"),
+    "online_all_diag": ("all", "diag", "online_marglik"),
+    "online_all_kron": ("all", "kron", "online_marglik")}
+
+
+def test_both_experiments_sweep_the_same_21_variants():
+    assert len(GRID) == 21
+    assert grid("laplace_redux/figure-8") == GRID
+    assert {posterior for posterior, _ in GRID} == set(EXPECTED)
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory) -> TrainingSet:
+    generator = make_generator(0)
+    return TrainingSet(torch.rand(16, 1, 28, 28, generator=generator),
+                       torch.randint(0, 10, (16,), generator=generator), name="random",
+                       results_dir=str(tmp_path_factory.mktemp("states")))
+
+
+@pytest.fixture(scope="module")
+def base():
+    return build_classifier("lenet_redux", make_generator(1)).eval()
+
+
+@pytest.mark.parametrize(("posterior", "link"), GRID, ids=[f"{p}-{k}" for p, k in GRID])
+def test_every_variant_is_composed_built_fitted_and_predicts(posterior, link, tiny_data, base):
+    cfg = composed(MNIST, f"la_posterior={posterior}", f"la_link={link}")
+    node = cfg.method
+    subset, structure, tuning = EXPECTED[posterior]
+    assert (node.subset_of_weights, node.hessian_structure, node.prior_tuning,
+            node.link_approx, node.pred_type) == (subset, structure, tuning, link, "glm")
+    assert node.backend == ("BackPackGGN" if subset == "last_layer" else "AsdlGGN")
+    node = OmegaConf.merge(OmegaConf.create(OmegaConf.to_container(node, resolve=True)), TINY)
+    method = instantiate_method(node)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        diagnostics = method.fit(tiny_data, seed=3, base=base)
+        probs = method.predict(tiny_data.train_inputs[:4]).probs
+    expected_class = {("last_layer", "kron"): "KronLLLaplace", ("last_layer", "diag"):
+                      "DiagLLLaplace", ("last_layer", "full"): "FullLLLaplace",
+                      ("all", "kron"): "KronLaplace", ("all", "diag"): "DiagLaplace"}
+    assert diagnostics["laplace_class"] == expected_class[(subset, structure)]
+    assert probs.shape == (4, 10)
+    assert torch.isfinite(probs).all()
+    assert torch.allclose(probs.sum(dim=1), torch.ones(4, dtype=probs.dtype), atol=1e-5)
+    if tuning == "online_marglik":
+        assert diagnostics["online_augmentation"] == "none"
+        assert len(diagnostics["prior_precision"]) > 1  # layerwise, learned online
+
+
+def test_online_marglik_over_the_last_layer_is_a_one_line_config_error():
+    cfg = composed(MNIST, "la_posterior=online_all_kron", "la_subset=last_layer")
+    with pytest.raises(ConfigError) as error:
+        check_method_node(cfg)  # what a job runs before its task
+    message = str(error.value)
+    assert "\n" not in message
+    assert ("method.subset_of_weights='last_layer' with method.prior_tuning='online_marglik' "
+            "is not a valid combination") in message
+
+
+def test_the_links_of_one_online_fit_share_its_trained_state(tiny_data, base):
+    """mc and probit of the same online fit: the second loads the stored state."""
+    states = []
+    for link in ("mc", "probit"):
+        cfg = composed(MNIST, "la_posterior=online_all_diag", f"la_link={link}")
+        node = OmegaConf.merge(OmegaConf.create(OmegaConf.to_container(cfg.method,
+                                                                       resolve=True)), TINY)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            states.append(instantiate_method(node).fit(tiny_data, seed=5, base=base))
+    assert states[0]["state_hash"] == states[1]["state_hash"]
+    assert states[1]["state_reused"]
