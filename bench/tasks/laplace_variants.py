@@ -4,7 +4,7 @@ variant scored on in-distribution test data and its OOD sets.
 One job = (training data, augmentation, fitted posterior, link, model seed). The method node
 is ``laplace_classifier`` composed from one node per axis (``conf/la_subset``,
 ``conf/la_structure``, ``conf/la_hyper``, ``conf/la_link``; the experiment sweeps
-``la_posterior`` x ``la_link``). Through the shared step of :mod:`bench.jobs.classification`
+``la_posterior`` x ``la_link``). Through the shared step of :mod:`bench.jobs.classification_runner`
 it is fitted on the seed's stored MAP network (post-hoc marglik) or trains its own
 (online marglik), timed, then predicts on the in-distribution test part and every OOD set.
 
@@ -27,7 +27,7 @@ from bench.datasets.image_classification import ImageClassificationData
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
-from bench.jobs.classification import predict_variants, prepare_job, short_name
+from bench.jobs.classification_runner import predict_variants, prepare_job, short_name
 from bench.methods.baselines.map_classifier import MapClassifier
 from bench.metrics.classification import classification_metrics
 from bench.predictive.categorical import Categorical

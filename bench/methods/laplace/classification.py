@@ -268,7 +268,7 @@ class LaplaceTorchClassifier:
             subset_of_weights=self.subset_of_weights, backend=self.backend,
             prior_structure=self.prior_structure,
             pred_type=self.pred_type, link_approx=self.link_approx, n_samples=self.n_samples,
-            predict_batch_size=self.predict_batch_size, device=self.device, **settings)
+            prediction=self.prediction, device=self.device, **settings)
 
     def _fit_online(self, data: ClassificationTrainData, seed: int) -> dict:
         """Train (or load) the network and prior by online marglik and fit its Laplace. The

@@ -27,9 +27,9 @@ pytest.importorskip("laplace")
 EXPERIMENTS = ("laplace_redux/figure-8-mnist", "laplace_redux/figure-8")
 MNIST = "laplace_redux/figure-8-mnist"
 # The tiny run: 16 images, minibatches of 8, a few tuning steps and samples.
-TINY = {"tune_steps": 2, "n_samples": 5, "batch_size": 8, "predict_batch_size": 4,
-        "online": {"epochs": 1, "batch_size": 8, "hyper_steps": 2, "network_model":
-                   "lenet_redux", "network_options": {}}}
+TINY = {"tune_steps": 2, "n_samples": 5, "batch_size": 8, "prediction": {"batch_size": 4},
+        "online": {"epochs": 1, "batch_size": 8, "hyper_steps": 2,
+                   "model": {"name": "lenet_redux", "options": {}}}}
 
 
 def composed(experiment: str, *overrides: str):
