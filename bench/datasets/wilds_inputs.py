@@ -24,7 +24,6 @@ import numpy as np
 import torch
 from PIL import Image
 from torch import Tensor
-from torchvision.transforms import functional as image_functions
 
 from bench.harness.errors import ConfigError, require_choice
 
@@ -36,6 +35,8 @@ DISTILBERT_NAME = "distilbert-base-uncased"
 
 def image_tensor(image: Image.Image) -> Tensor:
     """An RGB image as a normalised ``[3, H, W]`` float tensor (WILDS ``image_base``)."""
+    from torchvision.transforms import functional as image_functions  # slow import: on use
+
     pixels = image_functions.to_tensor(image.convert("RGB"))
     return image_functions.normalize(pixels, IMAGENET_MEAN, IMAGENET_STD)
 

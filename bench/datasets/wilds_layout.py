@@ -42,11 +42,14 @@ import csv
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 import torch
 from torch import Tensor
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from bench.harness.errors import ConfigError
 
@@ -84,8 +87,8 @@ FMOW_CATEGORIES = (
     "space_facility", "stadium", "storage_tank", "surface_mine", "swimming_pool", "toll_booth",
     "tower", "tunnel_opening", "waste_disposal", "water_treatment_facility", "wind_farm", "zoo",
 )
-FMOW_OOD_TEST_FROM = pd.Timestamp("2016-01-01", tz="UTC")
-FMOW_OOD_VAL_FROM = pd.Timestamp("2013-01-01", tz="UTC")
+FMOW_OOD_TEST_FROM = "2016-01-01"
+FMOW_OOD_VAL_FROM = "2013-01-01"
 
 # PovertyMap folds (WILDS' 2009-17 A-E): the OOD test and OOD validation countries.
 POVERTY_FOLDS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -139,6 +142,8 @@ def missing_files(root: str | Path, name: str, version: str) -> list[str]:
 
 
 def _read_csv(path: Path, **options) -> pd.DataFrame:
+    import pandas as pd  # slow import: on use
+
     try:
         return pd.read_csv(path, **options)
     except (OSError, ValueError, pd.errors.ParserError) as err:
@@ -168,6 +173,8 @@ def read_camelyon17(folder: Path) -> WildsTable:
 
 def read_fmow(folder: Path) -> WildsTable:
     """FMoW-WILDS, ``time_after_2016`` split, sequestered rows left out (module docstring)."""
+    import pandas as pd  # slow import: on use
+
     path = folder / "rgb_metadata.csv"
     frame = _read_csv(path)
     _columns(frame, path, ("split", "category", "timestamp"))
@@ -175,8 +182,8 @@ def read_fmow(folder: Path) -> WildsTable:
     if unknown:
         raise ConfigError(f"{path}: unknown fMoW categories {unknown[:3]}")
     stamps = pd.to_datetime(frame["timestamp"], utc=True)
-    ood_test = (stamps >= FMOW_OOD_TEST_FROM).to_numpy()
-    ood_val = ((stamps >= FMOW_OOD_VAL_FROM).to_numpy()) & ~ood_test
+    ood_test = (stamps >= pd.Timestamp(FMOW_OOD_TEST_FROM, tz="UTC")).to_numpy()
+    ood_val = ((stamps >= pd.Timestamp(FMOW_OOD_VAL_FROM, tz="UTC")).to_numpy()) & ~ood_test
     source = frame["split"].to_numpy()
     split = np.full(len(frame), "", dtype=object)
     in_dist = ~(ood_test | ood_val)

@@ -11,7 +11,6 @@ import math
 from dataclasses import dataclass
 
 import torch
-from scipy import stats
 from torch import Tensor
 
 from bench.harness.errors import require_choice
@@ -125,6 +124,8 @@ class PoissonRateModel:
         """Negative binomial posterior predictive at integer ``y_grid`` (float64)."""
         r = float(data.y.double().sum()) + self.prior_shape
         p = (data.n + self.prior_rate) / (data.n + self.prior_rate + 1)
+        from scipy import stats  # slow import (about 1 s): on use
+
         logpmf = stats.nbinom(r, p).logpmf(y_grid.double().numpy())
         return torch.from_numpy(logpmf)
 

@@ -38,7 +38,6 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 from torch.utils.data import DataLoader
-from torchvision import models as vision_models
 
 from bench.harness.errors import ConfigError, require_choice
 from bench.harness.rng import seeded_global_rng
@@ -109,6 +108,8 @@ class BagOfWords(nn.Module):
 
 
 def _densenet(options: dict[str, Any]) -> tuple[nn.Module, int]:
+    from torchvision import models as vision_models  # slow import: on use
+
     net = vision_models.DenseNet(growth_rate=int(options.get("growth_rate", 32)),
                                  block_config=tuple(options.get("block_config", (6, 12, 24, 16))),
                                  num_init_features=int(options.get("num_init_features", 64)))
@@ -118,6 +119,8 @@ def _densenet(options: dict[str, Any]) -> tuple[nn.Module, int]:
 
 
 def _resnet18_ms(options: dict[str, Any]) -> tuple[nn.Module, int]:
+    from torchvision import models as vision_models  # slow import: on use
+
     net = vision_models.resnet18()
     net.conv1 = nn.Conv2d(int(options.get("in_channels", 8)), 64, kernel_size=7, stride=2,
                           padding=3, bias=False)
