@@ -1,6 +1,19 @@
-"""``python -m bench.run``: the entry point of :mod:`bench.cli.run_command`."""
+"""``python -m bench.run``: the entry point of :mod:`bench.cli.run_command`.
 
-from bench.cli.run_command import main
+Ctrl-C at any moment, the start-up imports included, stops with one line and status 130.
+"""
+
+import sys
+
+INTERRUPTED = ("interrupted; finished jobs keep their records: run the same command again to "
+               "skip them and run the rest")
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        from bench.cli.run_command import main
+
+        status = main()
+    except KeyboardInterrupt:
+        print(INTERRUPTED, file=sys.stderr)
+        status = 130
+    raise SystemExit(status)

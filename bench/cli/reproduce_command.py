@@ -265,6 +265,10 @@ def worker_environment(workers: int) -> dict[str, str]:
     return env
 
 
+INTERRUPTED = ("interrupted; finished jobs keep their records: run the same command again to "
+               "skip them and run the rest")
+
+
 def stop_processes(processes: list[subprocess.Popen], grace_s: float = 60.0) -> None:
     """Pass Ctrl-C on to ``processes`` (a terminal already did; a ``kill -INT`` of this
     process did not) and wait for them to leave their records consistent; kill what is still
@@ -309,7 +313,15 @@ def run_commands(commands: list[list[str]], workers: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point."""
+    """Command-line entry point; Ctrl-C stops with one line and status 130."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        print(INTERRUPTED, file=sys.stderr)
+        return 130
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.reproduce", description=__doc__)
     parser.add_argument("artifact", help="e.g. ssla/table-1 (python -m bench.cli.artifacts)")
     parser.add_argument("--scale", default="cpu", help="smoke | cpu | paper")
@@ -362,12 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         print(" ".join(command[1:]))
     if args.dry_run:
         return 0
-    try:
-        return run_and_report(args, experiment, results_dir, commands, workers)
-    except KeyboardInterrupt:
-        print("interrupted; finished jobs keep their records: run the same command again to "
-              "skip them and run the rest", file=sys.stderr)
-        return 130
+    return run_and_report(args, experiment, results_dir, commands, workers)
 
 
 def run_and_report(args: argparse.Namespace, experiment: str, results_dir: Path,

@@ -88,11 +88,23 @@ def _check_composes(overrides: list[str], conf_dir: Path) -> DictConfig:
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
             return compose(config_name="config", overrides=overrides)
     except Exception as err:
+        if _interrupted(err):  # Ctrl-C while Hydra composed: not a config error
+            raise KeyboardInterrupt from None
         lines = [line.strip() for line in str(err).splitlines() if line.strip()]
         message = " ".join(lines[:3])
         raise ConfigError(message) from None
     finally:
         GlobalHydra.instance().clear()
+
+
+def _interrupted(err: BaseException) -> bool:
+    """Whether ``err`` was raised while handling Ctrl-C (somewhere in its chain)."""
+    cause: BaseException | None = err
+    while cause is not None:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 def env_or_default(name: str, default: str) -> str:

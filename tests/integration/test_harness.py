@@ -294,3 +294,23 @@ def test_ctrl_c_in_reproduce_stops_its_multiruns_with_one_line_and_status_130(tm
     lines = stderr.strip().splitlines()
     assert lines and all(line.startswith("interrupted") for line in lines), lines
     assert not list(tmp_path.rglob("record.json")) and not list(tmp_path.rglob(".job-*"))
+
+
+@pytest.mark.parametrize("module, args", [
+    ("bench.run", ["experiment=ssla/table-7", "scale=smoke"]),
+    ("bench.reproduce", ["ssla/table-7", "--scale", "smoke", "--workers", "1", "--no-report"]),
+], ids=["run", "reproduce"])
+def test_ctrl_c_during_start_up_is_one_line_and_status_130(module, args, tmp_path):
+    """SIGINT while the command still imports and checks its overrides (on a loaded machine
+    this took over a minute; it printed a traceback, or 'error: ' with status 2)."""
+    env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-m", module, *args,
+                             "task._target_=tests.helpers.sleepy_task", "+task.sleep_s=60"],
+                            cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=90)
+    assert proc.returncode == 130, stderr[-2000:]
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("interrupted"), lines
