@@ -40,6 +40,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from bench.harness.errors import ConfigError, require_choice
 from bench.harness.finished_jobs import apply_scale_overrides
+from bench.harness.method_membership import SWEEP_BY_MEMBERSHIP, methods_appearing_in
 from bench.harness.overrides import (
     CONF_DIR,
     check_overrides,
@@ -124,10 +125,10 @@ def sweep_overrides(experiment: str, scale: str, extra: list[str]) -> list[list[
     cfg = apply_scale_overrides(cfg, composable(extra))
     seeds = cfg.seeds[scale] if cfg.get("seeds") else cfg.scale.seeds
     overridden = {item.split("=", 1)[0] for item in extra}
-    sweep = {key: list(values) for key, values in (cfg.get("sweep") or {}).items()
-             if key not in overridden}
+    declared = declared_sweep(experiment, cfg.get("sweep"))
+    sweep = {key: list(values) for key, values in declared.items() if key not in overridden}
     special = []
-    for key, value, own_seeds in seed_lists(cfg.get("seeds_for"), cfg.get("sweep") or {}):
+    for key, value, own_seeds in seed_lists(cfg.get("seeds_for"), declared):
         if key in overridden:
             continue
         sweep[key] = [v for v in sweep[key] if _value_text(v) != value]
@@ -140,6 +141,15 @@ def sweep_overrides(experiment: str, scale: str, extra: list[str]) -> list[list[
         commands.append(base + _sweep_items({**sweep, key: [value]}, own_seeds, overridden)
                         + extra)
     return commands
+
+
+def declared_sweep(experiment: str, sweep: DictConfig | None) -> dict[str, list]:
+    """The experiment's ``sweep`` as key -> values, with ``method: appears_in`` replaced by the
+    method options that list the experiment (:mod:`bench.harness.method_membership`)."""
+    declared = dict(_plain(sweep) or {})
+    if declared.get("method") == SWEEP_BY_MEMBERSHIP:
+        declared["method"] = methods_appearing_in(experiment, CONF_DIR)
+    return declared
 
 
 SEEDS_FOR_ENTRY = "{override: <swept key>=<value>, seeds: [<int>, ...]}"

@@ -17,6 +17,7 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from bench.harness.errors import ConfigError
+from bench.harness.method_membership import MEMBERSHIP_KEY
 
 # Keys of a method node that are data for the task, not constructor arguments.
 VARIANTS_KEY = "variants"
@@ -40,12 +41,14 @@ def method_arguments(cls: type) -> list[str]:
 def instantiate_method(node: DictConfig, **arguments: Any) -> Any:
     """The method ``node`` names, with ``arguments`` over the node's own values.
 
-    ``variants`` (row name -> arguments) is data for the task, not passed on; a key the class
+    ``variants`` (row name -> arguments) is data for the task and ``appears_in`` data for the
+    sweep (:mod:`bench.harness.method_membership`), neither passed on; a key the class
     does not take is a one-line ConfigError listing the keys it does take. Arguments may
     replace ``_target_`` (a variant that is another class of the same family).
     """
     values = OmegaConf.to_container(node, resolve=True)
     values.pop(VARIANTS_KEY, None)
+    values.pop(MEMBERSHIP_KEY, None)
     values.update(arguments)
     cls = get_class(values["_target_"]) if "_target_" in values else method_class(node)
     accepted = method_arguments(cls)

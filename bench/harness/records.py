@@ -34,8 +34,11 @@ NON_SEMANTIC_KEYS = ("results_dir", "rerun_failed", "hydra", "sweep", "seeds", "
 # Nested keys that choose how a job computes, not what: each choice is tested to give the same
 # numbers bit for bit, so switching it reuses the records (``base.loop``: the paper MLP's
 # training loop, fast or the Lightning Trainer; ``method.loop``: the same for the VI baselines;
-# ``method.sampler``: HMC's sampler, the fast replay or pyro's kernel).
-NON_SEMANTIC_PATHS = (("base", "loop"), ("method", "loop"), ("method", "sampler"))
+# ``method.sampler``: HMC's sampler, the fast replay or pyro's kernel). ``method.appears_in``
+# lists the experiments that sweep the method (bench.harness.method_membership): where else it
+# is used does not change what one job computes.
+NON_SEMANTIC_PATHS = (("base", "loop"), ("method", "loop"), ("method", "sampler"),
+                      ("method", "appears_in"))
 REQUIRED_FIELDS = (
     "schema_version", "experiment", "paper", "artifact", "scale", "seed", "protocol",
     "dataset", "method", "variant", "config", "config_hash", "status", "cells", "metrics",

@@ -17,6 +17,7 @@ from hydra.utils import get_class, get_method, instantiate
 
 from bench.contracts.method import Method
 from bench.harness.errors import ConfigError
+from bench.harness.method_membership import SWEEP_BY_MEMBERSHIP, methods_appearing_in
 from bench.harness.method_nodes import instantiate_method, method_variants
 from bench.harness.overrides import CONF_DIR
 from bench.harness.rng import make_generator
@@ -39,6 +40,9 @@ def experiments_using(group: str, option: str) -> list[str]:
                   for key, value in entry.items() if key.split("@")[0].split(" ")[-1]
                   in (f"/{group}", group)]
         swept = (config.get("sweep") or {}).get(group, [])
+        if group == "method" and swept == SWEEP_BY_MEMBERSHIP:
+            experiment = path.relative_to(CONF_DIR / "experiment").with_suffix("").as_posix()
+            swept = methods_appearing_in(experiment, CONF_DIR)
         by_interpolation = any("${" in str(value) for value in chosen)
         if option in chosen or option in swept or by_interpolation:
             found.append(path.relative_to(CONF_DIR / "experiment").with_suffix("").as_posix())
