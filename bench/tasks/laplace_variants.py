@@ -9,7 +9,9 @@ it is fitted on the seed's stored MAP network (post-hoc marglik) or trains its o
 (online marglik), timed, then predicts on the in-distribution test part and every OOD set.
 
 Cells, row ``"<data>, <DA|no DA> / <subset> <structure> <hyper> <link>"``: ``acc``, ``nll``,
-``ece``, ``conf`` (in-distribution, % except NLL), ``auroc_<set>`` per OOD set and ``auroc``,
+``ece``, ``conf`` (in-distribution, % except NLL; ``ece`` by ``metrics.calibration``, and
+``ece_<protocol>`` as well for a ``metrics.calibration_beside`` protocol, so the authors' ECE
+can stand beside the corrected one), ``auroc_<set>`` per OOD set and ``auroc``,
 their mean (%, the figure's y axis), ``fit_s`` and ``predict_s`` (seconds: the fit, and the
 prediction of every set). The job whose method values equal the experiment's ``map_row_with``
 (the default variant) also scores the MAP network's softmax on the same sets, row
@@ -29,7 +31,7 @@ from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
 from bench.jobs.classification_runner import predict_variants, prepare_job, short_name
 from bench.methods.baselines.map_classifier import MapClassifier
-from bench.metrics.classification import classification_metrics
+from bench.metrics.classification import classification_metrics, ece
 from bench.predictive.categorical import Categorical
 
 PERCENT = 100.0
@@ -61,6 +63,10 @@ def score_cells(result: TaskResult, row: str, predictives: dict[str, Categorical
         ood_score=str(cfg.metrics.ood_score))
     for column, (metric, scale) in IN_DISTRIBUTION.items():
         result.add(row, column, scale * scores[metric])
+    beside = cfg.metrics.get("calibration_beside")
+    if beside is not None:
+        result.add(row, f"ece_{beside}", PERCENT * ece(predictives[in_set], labels,
+                                                      int(cfg.metrics.n_bins), str(beside)))
     aurocs = [PERCENT * scores[f"{name}_auroc"] for name in ood_sets]
     for name, value in zip(ood_sets, aurocs, strict=True):
         result.add(row, f"auroc_{short_name(name)}", value)

@@ -126,3 +126,24 @@ def test_the_links_of_one_online_fit_share_its_trained_state(tiny_data, base):
             states.append(instantiate_method(node).fit(tiny_data, seed=5, base=base))
     assert states[0]["state_hash"] == states[1]["state_hash"]
     assert states[1]["state_reused"]
+
+
+def test_the_corrected_ece_stands_beside_the_authors_ece():
+    """Four points, 100 bins: two correct at confidence 0.995, one correct at 0.7, one wrong at
+    0.6. Over every point ECE = (2 x 0.005 + 0.3 + 0.6) / 4 = 22.75 %; the authors' code drops
+    the two points at >= 0.99, so its ECE = (0.3 + 0.6) / 2 = 45 %."""
+    from bench.harness.result import TaskResult
+    from bench.predictive.categorical import Categorical
+    from bench.tasks.laplace_variants import score_cells
+
+    probs = torch.tensor([[0.995, 0.005], [0.995, 0.005], [0.7, 0.3], [0.6, 0.4]],
+                         dtype=torch.float64)
+    labels = torch.tensor([0, 0, 0, 1])
+    cfg = OmegaConf.create({"metrics": {"n_bins": 100, "calibration": "paper",
+                                        "calibration_beside": "corrected",
+                                        "ood_score": "max_prob"}})
+    result = TaskResult()
+    score_cells(result, "r", {"in": Categorical(probs)}, labels, "in", (), cfg)
+    cells = {cell.column: cell.value for cell in result.cells}
+    assert cells["ece"] == pytest.approx(45.0)
+    assert cells["ece_corrected"] == pytest.approx(22.75)
