@@ -13,8 +13,9 @@ every task seen so far (cheap), and the GLM-probit predictive's accuracy after e
 predictive accuracy is stored once per (posterior state, test task) in the state store, so a
 killed job also resumes its evaluations.
 
-Cells (row ``KFAC`` or ``DIAG``, values in %): ``mean_accuracy`` (the paper's metric: mean
-over all tasks after the last), ``task=<s>`` (each task after the last), and where evaluated
+Cells (row ``KFAC`` or ``DIAG``, accuracies as fractions; the report shows them in %, and
+``fitted.cell_units`` marks the record as written so): ``mean_accuracy`` (the paper's metric:
+mean over all tasks after the last), ``task=<s>`` (each task after the last), and where evaluated
 ``after=<t>/task=<s>`` and ``after=<t>/mean`` (mean over tasks 1..t); the same with a ``map/``
 prefix for the network's argmax. Arrays: both accuracy matrices (row = after task t, column =
 test task s, NaN where not evaluated) and the tuned prior precisions in order.
@@ -28,12 +29,11 @@ from torch import Tensor, nn
 
 from bench.contracts.capabilities import ContinualLearner
 from bench.datasets.continual_tasks import PermutedImageTasks
-from bench.harness.result import TaskResult
+from bench.harness.result import CELL_UNITS, NEUTRAL_CELLS, TaskResult
 from bench.harness.task_inputs import takes
 from bench.jobs.sequential_runner import SequentialJob, SequentialRunner
 
 ROWS = {"kron": "KFAC", "diag": "DIAG"}
-PERCENT = 100.0
 
 
 def network_layers(network: nn.Module) -> list[int]:
@@ -45,14 +45,14 @@ def network_layers(network: nn.Module) -> list[int]:
 
 def add_matrix_cells(result: TaskResult, row: str, prefix: str, matrix: Tensor) -> None:
     """``<prefix>after=<t>/task=<s>`` and ``<prefix>after=<t>/mean`` for every evaluated
-    entry (lower triangle rows without NaN), in %."""
+    entry (lower triangle rows without NaN), as fractions."""
     for t in range(matrix.shape[0]):
         seen = matrix[t, :t + 1]
         if torch.isnan(seen).any():
             continue
         for s, value in enumerate(seen.tolist()):
-            result.add(row, f"{prefix}after={t + 1}/task={s + 1}", PERCENT * value)
-        result.add(row, f"{prefix}after={t + 1}/mean", PERCENT * float(seen.mean()))
+            result.add(row, f"{prefix}after={t + 1}/task={s + 1}", value)
+        result.add(row, f"{prefix}after={t + 1}/mean", float(seen.mean()))
 
 
 def accuracy_cells(cfg: DictConfig, job: SequentialJob) -> None:
@@ -61,16 +61,17 @@ def accuracy_cells(cfg: DictConfig, job: SequentialJob) -> None:
     result, method, splits = job.result, job.method, job.splits
     row = ROWS[method.hessian_structure]
     final = job.la_matrix[-1]
-    result.add(row, "mean_accuracy", PERCENT * float(final.mean()))
+    result.add(row, "mean_accuracy", float(final.mean()))
     for s, value in enumerate(final.tolist()):
-        result.add(row, f"task={s + 1}", PERCENT * value)
-    result.add(row, "map/mean_accuracy", PERCENT * float(job.map_matrix[-1].mean()))
+        result.add(row, f"task={s + 1}", value)
+    result.add(row, "map/mean_accuracy", float(job.map_matrix[-1].mean()))
     add_matrix_cells(result, row, "", job.la_matrix)
     add_matrix_cells(result, row, "map/", job.map_matrix)
     result.metrics.update({"mean_accuracy": float(final.mean()),
                            "map_mean_accuracy": float(job.map_matrix[-1].mean())})
     result.fitted.update({
-        "row": row, "n_tasks": job.data.n_tasks, "evaluate_after": job.data.evaluate_after,
+        CELL_UNITS: NEUTRAL_CELLS, "row": row, "n_tasks": job.data.n_tasks,
+        "evaluate_after": job.data.evaluate_after,
         "tasks": job.tasks, "network_layers": network_layers(method.network),
         "n_parameters": sum(p.numel() for p in method.network.parameters()),
         "train_points": len(splits.y_train), "test_points": len(splits.y_test)})
