@@ -6,6 +6,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+# A task whose cells are neutral (fractions, not percent; names of methods and data sets, not
+# the paper's table rows) says so in ``fitted[CELL_UNITS] = NEUTRAL_CELLS``; records without
+# the mark were written in the paper's vocabulary. A report spec's ``record_view`` converts
+# by this mark, never by the values (bench.reporting.record_views).
+CELL_UNITS = "cell_units"
+NEUTRAL_CELLS = "neutral"
+
 
 @dataclass(frozen=True)
 class Cell:

@@ -48,7 +48,7 @@ from bench.metrics.classification import (
 )
 from bench.predictive.categorical import Categorical
 from bench.training.image_recipe import initial_weights, network_recipe
-from bench.training.network_store import StoredNetwork, trained_network
+from bench.training.network_store import StoredNetwork, TrainingRecipe, trained_network
 
 # What the paper tables call the data sets (Laplace Redux Tables 3 and 4).
 SHORT_NAMES = {"mnist": "mnist", "fashion_mnist": "fmnist", "kmnist": "kmnist",
@@ -72,6 +72,7 @@ class ClassificationJob:
     training: TrainingSet
     seed: int
     result: TaskResult = field(default_factory=TaskResult)
+    recipe: TrainingRecipe | None = None
     # Labels of the named input sets where a task needs them (a shifted test set's, say).
     labels: dict[str, Tensor] = field(default_factory=dict)
 
@@ -85,6 +86,8 @@ class VariantPredictions:
     predictives: dict[str, Categorical]
     diagnostics: dict[str, Any]
     predict_seconds: dict[str, float] = field(default_factory=dict)
+    # A tempered posterior's predictives: temperature -> input set -> predictive.
+    by_temperature: dict[float, dict[str, Categorical]] = field(default_factory=dict)
 
 
 def prepare_job(cfg: DictConfig) -> ClassificationJob:
@@ -94,7 +97,7 @@ def prepare_job(cfg: DictConfig) -> ClassificationJob:
     data: ImageClassificationData = instantiate(cfg.dataset)
     seed = int(cfg.seed)
     splits = data.splits(seed)
-    result, stored = TaskResult(), None
+    result, stored, recipe = TaskResult(), None, None
     if cfg.get("network") is not None:
         recipe = network_recipe(cfg.network, data, len(splits.x_train))
         watch = Stopwatch()
@@ -107,7 +110,7 @@ def prepare_job(cfg: DictConfig) -> ClassificationJob:
                               "initial_weights": initial_weights(recipe)})
     training = TrainingSet(splits.x_train, splits.y_train, data.images, data.normalisation,
                            str(cfg.results_dir), str(cfg.device), data.augmentation)
-    return ClassificationJob(data, splits, stored, training, seed, result)
+    return ClassificationJob(data, splits, stored, training, seed, result, recipe=recipe)
 
 
 def configured_method_node(cfg: DictConfig) -> DictConfig:
@@ -205,18 +208,25 @@ def ood_scores(cfg: DictConfig, job: ClassificationJob, variant: VariantPredicti
         ood_score=str(cfg.metrics.ood_score))
 
 
+# A prediction step: the fitted variants' predictives on the named input sets.
+PredictStep = Callable[[DictConfig, ClassificationJob, Mapping[str, Tensor]],
+                       list[VariantPredictions]]
+
+
 @dataclass(frozen=True)
 class ClassificationRunner:
-    """Data and stored MAP network -> every variant of the method node -> its predictives
-    on ``input_sets(cfg, job)`` -> ``cells(cfg, job, variant)`` into ``job.result``."""
+    """Data and stored MAP network -> the variants of ``predict`` (default: every variant of
+    the method node, :func:`predict_variants`) -> their predictives on ``input_sets(cfg,
+    job)`` -> ``cells(cfg, job, variant)`` into ``job.result``."""
 
     input_sets: Callable[[DictConfig, ClassificationJob], Mapping[str, Tensor]]
     cells: Callable[[DictConfig, ClassificationJob, VariantPredictions], None]
+    predict: PredictStep = predict_variants
 
     def run(self, cfg: DictConfig) -> TaskResult:
-        """One job's record (:func:`prepare_job`, :func:`predict_variants`)."""
+        """One job's record (:func:`prepare_job`, ``predict``, ``cells``)."""
         job = prepare_job(cfg)
         sets = self.input_sets(cfg, job)
-        for variant in predict_variants(cfg, job, sets):
+        for variant in self.predict(cfg, job, sets):
             self.cells(cfg, job, variant)
         return job.result

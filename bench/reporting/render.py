@@ -93,10 +93,13 @@ def render_report(spec: ArtifactSpec, records: list[dict[str, Any]], out_dir: Pa
     A report of another scale is never replaced (ScaleConflict) unless ``replace_scale``.
     Nothing is written when a differs / close under the paper protocol has no cause
     (:class:`bench.reporting.summary.MissingCause`, one line naming the artifact and the
-    cells). Returns the written paths. Raises ValueError when there are no records.
+    cells). Records are first put in the paper's vocabulary by ``spec.record_view``.
+    Returns the written paths. Raises ValueError when there are no records.
     """
     if not records:
         raise ValueError(f"no records to report for {spec.key}")
+    if spec.record_view is not None:
+        records = [spec.record_view(record) for record in records]
     paths = report_paths(spec.paper, spec.artifact, out_dir)
     previous, scale = existing_report_scale(paths["md"]), scales_of(records)
     if previous and previous != scale and not replace_scale:

@@ -130,6 +130,10 @@ class ArtifactSpec:
         paper_rows: for a study whose rows are variants of the paper's rows: row pattern ->
             the paper row its cells are judged against (``{"* / MAP": "MAP"}``). When given,
             the paper's own rows appear only through the produced rows mapped to them.
+        record_view: ``record_view(record) -> record`` in the paper's vocabulary, applied to
+            every record before anything is rendered: a record whose task wrote neutral cells
+            (``fitted.cell_units``, :mod:`bench.reporting.record_views`) gets the paper's units
+            and names; one written before that is returned as it is.
     """
 
     paper: str
@@ -155,6 +159,7 @@ class ArtifactSpec:
     table_cells: tuple[CellPattern, ...] = ()
     value_ranges: Mapping[CellPattern, tuple[float, float] | None] = field(default_factory=dict)
     paper_rows: Mapping[str, str] = field(default_factory=dict)
+    record_view: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if self.spread not in SPREADS:

@@ -31,9 +31,9 @@ hold the same per network, plus the predictive curves or maps, for the figures.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 from torch import Tensor
 
@@ -41,11 +41,11 @@ from bench.contracts.capabilities import FullBatchMAP
 from bench.datasets.snelson import SnelsonGapData
 from bench.datasets.two_moons import TwoMoonsData
 from bench.harness.errors import ConfigError, require_positive
-from bench.harness.method_nodes import instantiate_method
 from bench.harness.result import TaskResult
 from bench.harness.rng import derived_seed, make_generator
-from bench.harness.task_inputs import capability, takes
+from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
+from bench.jobs.toy_runner import ToyJob, ToyRunner
 from bench.methods.laplace.ggn_laplace import (
     FunctionSpaceGGN,
     laplace_ggn_log_evidence,
@@ -54,7 +54,7 @@ from bench.methods.laplace.ggn_laplace import (
 from bench.methods.laplace.ggn_methods import DRAW_STREAM
 from bench.models.glm_likelihoods import GaussianLikelihood, Likelihood, make_likelihood
 from bench.models.mlp import MLPShape
-from bench.training.network_grid import polish_network_grid, train_network_grid
+from bench.training.network_grid import GridFit, polish_network_grid, train_network_grid
 
 
 def log_grid(node, key: str) -> list[float]:
@@ -138,74 +138,99 @@ SCALARS = ("log_evidence", "train_ll", "test_ll", "linearised_log_evidence",
 POLISH_SCALARS = ("adam_gradient_norm", "polish_iterations")
 
 
-@takes(datasets=(SnelsonGapData, TwoMoonsData), methods=(FullBatchMAP,))
-def run(cfg: DictConfig) -> TaskResult:
-    """Train the row's networks at once, then evaluate each (see the module docstring)."""
-    dataset = instantiate(cfg.dataset)
-    data = dataset.splits()
-    method = capability(instantiate_method(cfg.method), FullBatchMAP)
+@dataclass(frozen=True)
+class NetworkGrid:
+    """The row's trained networks: the network shape, the likelihood (its sigma^2 None for a
+    Bernoulli one), the prior precisions and the fit (``theta`` per precision)."""
+
+    network: MLPShape
+    likelihood: Likelihood
+    noise_variance: float | None
+    deltas: list[float]
+    fit: GridFit
+
+
+def train_row(cfg: DictConfig, method: FullBatchMAP, job: ToyJob) -> NetworkGrid:
+    """Train the row's networks at once from the seed's shared initialisation (``train_s``),
+    then polish them where the method asks (``polish_s``)."""
+    data, result = job.data, job.result
     deltas = log_grid(cfg.grid.get("prior_precision"), "grid.prior_precision")
     noise_variance = noise_variance_of_job(cfg.grid, method.likelihood)
     require_positive("method.n_predictive_samples", method.n_predictive_samples)
-    seed = int(cfg.seed)
     network = method.network(data.input_dim)
-    if noise_variance is None:
-        likelihood = make_likelihood("bernoulli")
-    else:
-        likelihood = GaussianLikelihood(noise_variance)
+    likelihood = (make_likelihood("bernoulli") if noise_variance is None
+                  else GaussianLikelihood(noise_variance))
     precisions = torch.tensor(deltas, dtype=torch.float64)
     watch = Stopwatch()
     fit = train_network_grid(network, data.x_train, data.y_train, likelihood, precisions,
-                             method.initial_mean(network, seed), lr=float(method.lr),
+                             method.initial_mean(network, job.seed), lr=float(method.lr),
                              steps=int(method.steps), schedule=method.lr_schedule,
                              desc=f"{len(deltas)} networks")
-    result = TaskResult(timings={"train_s": watch.elapsed()})
-    scalars = SCALARS
+    result.timings["train_s"] = watch.elapsed()
     if method.polish_iterations:
         watch = Stopwatch()
         fit = polish_network_grid(network, fit, data.x_train, data.y_train, likelihood,
                                   precisions, max_iterations=int(method.polish_iterations),
                                   gradient_tolerance=float(method.polish_tolerance))
         result.timings["polish_s"] = watch.elapsed()
-        scalars = SCALARS + POLISH_SCALARS
-    watch = Stopwatch()
-    x_plot = dataset.plot_inputs()
-    generator = make_generator(derived_seed([seed, DRAW_STREAM]))
-    row = row_label(noise_variance)
+    return NetworkGrid(network, likelihood, noise_variance, deltas, fit)
+
+
+def evaluated_grid(grid: NetworkGrid, job: ToyJob, n_samples: int) -> dict[str, list]:
+    """Quantity -> its value at each network of the grid (:func:`evaluate_network`, the
+    gradient norms and, after a polish, Adam's gradient norms and the L-BFGS iterations)."""
+    fit = grid.fit
+    generator = make_generator(derived_seed([job.seed, DRAW_STREAM]))
     values: dict[str, list] = {}
-    for b, delta in enumerate(deltas):
-        evaluated = evaluate_network(network, fit.theta[b], likelihood, delta, data, x_plot,
-                                     int(method.n_predictive_samples), generator)
+    for b, delta in enumerate(grid.deltas):
+        evaluated = evaluate_network(grid.network, fit.theta[b], grid.likelihood, delta,
+                                     job.data, job.x_plot, n_samples, generator)
         evaluated["gradient_norm"] = float(fit.gradient_norm[b])
         if fit.adam_gradient_norm is not None:
             evaluated["adam_gradient_norm"] = float(fit.adam_gradient_norm[b])
             evaluated["polish_iterations"] = fit.polish_iterations[b]
         for name, value in evaluated.items():
             values.setdefault(name, []).append(value)
+    return values
+
+
+def grid_cells(cfg: DictConfig, method: FullBatchMAP, job: ToyJob, grid: NetworkGrid) -> None:
+    """Cells, arrays and metrics of the row (module docstring)."""
+    result, deltas = job.result, grid.deltas
+    values = evaluated_grid(grid, job, int(method.n_predictive_samples))
+    polished = grid.fit.adam_gradient_norm is not None
+    scalars = SCALARS + (POLISH_SCALARS if polished else ())
+    row = row_label(grid.noise_variance)
+    for b, delta in enumerate(deltas):
         for name in scalars:
-            result.add(row, f"delta={delta:.3g}/{name}", evaluated[name])
+            result.add(row, f"delta={delta:.3g}/{name}", values[name][b])
         for name in ("glm_mean", "glm_sd", "glm_probability"):
-            if name in evaluated:
-                result.arrays[f"delta={delta:.3g}/{name}"] = evaluated[name].tolist()
-    result.timings["evaluate_s"] = watch.elapsed()
+            if name in values:
+                result.arrays[f"delta={delta:.3g}/{name}"] = values[name][b].tolist()
     best = max(range(len(deltas)), key=lambda b: values["log_evidence"][b])
     result.add(row, "argmax_delta", deltas[best])
     result.add(row, "max_log_evidence", values["log_evidence"][best])
     result.arrays["prior_precision"] = deltas
     for name in scalars:
         result.arrays[name] = [float(v) for v in values[name]]
-    result.arrays["x_plot"] = x_plot.reshape(-1).tolist()
-    result.arrays["x_train"] = data.x_train.reshape(-1).tolist()
-    result.arrays["y_train"] = data.y_train.tolist()
-    result.fitted = {"noise_variance": noise_variance, "likelihood": likelihood.name,
-                     "n_params": network.n_params, "n_networks": len(deltas),
-                     "plot_shape": list(x_plot.shape)}
-    shift = max(values["blr_mean_shift"])
+    n_params = grid.network.n_params
+    result.fitted.update({"noise_variance": grid.noise_variance,
+                          "likelihood": grid.likelihood.name, "n_params": n_params,
+                          "n_networks": len(deltas)})
     gap = max(abs(a - b) for a, b in zip(values["log_evidence"],
                                          values["linearised_log_evidence"], strict=True))
-    result.metrics.update({"max_blr_mean_shift": shift, "max_evidence_gap_eq_3_19": gap,
+    result.metrics.update({"max_blr_mean_shift": max(values["blr_mean_shift"]),
+                           "max_evidence_gap_eq_3_19": gap,
                            "max_gradient_norm": max(values["gradient_norm"]),
-                           "n_params": float(network.n_params)})
-    if fit.adam_gradient_norm is not None:
+                           "n_params": float(n_params)})
+    if polished:
         result.metrics["max_adam_gradient_norm"] = max(values["adam_gradient_norm"])
-    return result
+
+
+RUNNER = ToyRunner(FullBatchMAP, train_row, grid_cells, cells_timing="evaluate_s")
+
+
+@takes(datasets=(SnelsonGapData, TwoMoonsData), methods=(FullBatchMAP,))
+def run(cfg: DictConfig) -> TaskResult:
+    """Train the row's networks at once, then evaluate each (see the module docstring)."""
+    return RUNNER.run(cfg)

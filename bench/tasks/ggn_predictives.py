@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 
 import torch
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 from torch import Tensor
 
@@ -38,14 +37,17 @@ from bench.contracts.capabilities import FittingTrace, NetworkAndLinearisedSampl
 from bench.datasets.snelson import SnelsonGapData
 from bench.datasets.two_moons import TwoMoonsData
 from bench.harness.errors import require_choice, require_positive
-from bench.harness.method_nodes import instantiate_method, method_variants
+from bench.harness.method_nodes import method_variants
 from bench.harness.result import TaskResult
-from bench.harness.task_inputs import capability, takes
+from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
+from bench.jobs.toy_runner import ToyJob, ToyRunner
 from bench.models.glm_likelihoods import BernoulliLikelihood
 
 PREDICTIVES = ("nn", "glm")
 JOINT_SAMPLES = 3
+TRACE_ARRAYS = ("train_nll", "log_det_precision", "mean_change", "gradient_norm",
+                "window_gradient_norm")
 
 
 def mixture_nll(draws: Tensor, y: Tensor, noise_variance: float) -> float:
@@ -148,39 +150,42 @@ def add_model_sd_ratio(result: TaskResult, row: str, far: Tensor, near: Tensor,
                 "Lambda = s(1 - s) underflows), so the ratio overflows")
 
 
-@takes(datasets=(SnelsonGapData, TwoMoonsData), methods=(NetworkAndLinearisedSamples,))
-def run(cfg: DictConfig) -> TaskResult:
-    """Fit the job's posterior, then both predictives (see the module docstring)."""
-    dataset = instantiate(cfg.dataset)
-    data = dataset.splits()
+def job_posterior(cfg: DictConfig) -> dict:
+    """The arguments of the job's ``posterior`` (a variant of the method node)."""
     variants = method_variants(cfg.method)
-    row = str(cfg.posterior)
-    require_choice("posterior", row, list(variants))
-    method = capability(instantiate_method(cfg.method, **variants[row]),
-                        NetworkAndLinearisedSamples)
-    seed = int(cfg.seed)
+    return variants[require_choice("posterior", str(cfg.posterior), list(variants))]
+
+
+def fit_posterior(cfg: DictConfig, method: NetworkAndLinearisedSamples, job: ToyJob) -> None:
+    """Fit the posterior with the job seed; its diagnostics and ``fit_s`` into the record."""
     watch = Stopwatch()
-    diagnostics = method.fit(data.training_set(), seed)
-    result = TaskResult(fitted=diagnostics, timings={"fit_s": watch.elapsed()})
-    watch = Stopwatch()
-    x_plot = dataset.plot_inputs()
+    job.result.fitted.update(method.fit(job.data.training_set(), job.seed))
+    job.result.timings["fit_s"] = watch.elapsed()
+
+
+def predictive_cells(cfg: DictConfig, method: NetworkAndLinearisedSamples, job: ToyJob,
+                     fitted: None) -> None:
+    """Both predictives' cells and arrays (module docstring), the fitting trace and the
+    parameter count."""
+    result, row = job.result, str(cfg.posterior)
     if isinstance(method.model.likelihood, BernoulliLikelihood):
         near = require_positive("task.near_distance", float(cfg.task.near_distance))
         far = require_positive("task.far_distance", float(cfg.task.far_distance))
-        classification_cells(method, data, x_plot, result, row, near, far)
+        classification_cells(method, job.data, job.x_plot, result, row, near, far)
     else:
-        regression_cells(method, data, x_plot, result, row)
-    result.timings["predict_s"] = watch.elapsed()
-    result.arrays["x_plot"] = x_plot.reshape(-1).tolist()
-    result.arrays["x_train"] = data.x_train.reshape(-1).tolist()
-    result.arrays["y_train"] = data.y_train.tolist()
+        regression_cells(method, job.data, job.x_plot, result, row)
     trace = method.trace if isinstance(method, FittingTrace) else None
     if trace is not None:
-        result.arrays["trace/train_nll"] = trace.train_nll
-        result.arrays["trace/log_det_precision"] = trace.log_det_precision
-        result.arrays["trace/mean_change"] = trace.mean_change
-        result.arrays["trace/gradient_norm"] = trace.gradient_norm
-        result.arrays["trace/window_gradient_norm"] = trace.window_gradient_norm
-    result.fitted["plot_shape"] = list(x_plot.shape)
+        for name in TRACE_ARRAYS:
+            result.arrays[f"trace/{name}"] = getattr(trace, name)
     result.metrics["n_params"] = float(method.model.network.n_params)
-    return result
+
+
+RUNNER = ToyRunner(NetworkAndLinearisedSamples, fit_posterior, predictive_cells,
+                   arguments=job_posterior)
+
+
+@takes(datasets=(SnelsonGapData, TwoMoonsData), methods=(NetworkAndLinearisedSamples,))
+def run(cfg: DictConfig) -> TaskResult:
+    """Fit the job's posterior, then both predictives (see the module docstring)."""
+    return RUNNER.run(cfg)

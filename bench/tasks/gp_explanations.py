@@ -116,39 +116,43 @@ def importance_examples(importances: Tensor) -> Tensor:
     return torch.tensor(sorted(set(positions)), dtype=torch.long)
 
 
-@takes(datasets=(ClassSubsetImageData,), methods=(KernelExplanations,))
-def run(cfg: DictConfig) -> TaskResult:
-    """Train (or load) the network, fit the GP view, explain the chosen test images."""
+def binary_data(cfg: DictConfig) -> ClassSubsetImageData:
+    """The dataset node; a one-line ConfigError unless it has exactly two classes."""
     data: ClassSubsetImageData = instantiate(cfg.dataset)
     if data.num_classes != 2:
         raise ConfigError(f"dataset.classes={list(data.classes)} is not valid here; the GP "
                           "view needs exactly two classes")
-    method = capability(instantiate_method(cfg.method), KernelExplanations)
+    return data
+
+
+def fitted_gp_view(cfg: DictConfig, data: ClassSubsetImageData, method: KernelExplanations,
+                   splits, result: TaskResult):
+    """Train (or load) the network at the method's prior precision (``network_s``) and fit
+    the GP view at it (``fit_s``); the stored network and the fit diagnostics."""
     seed = int(cfg.seed)
-    splits = data.splits(seed)
-    n_train = len(splits.x_train)
-    recipe = network_recipe(cfg.network, data, n_train, method.prior_precision)
+    recipe = network_recipe(cfg.network, data, len(splits.x_train), method.prior_precision)
     watch = Stopwatch()
     stored = trained_network(recipe, seed, splits.x_train, splits.y_train, cfg.results_dir,
                              cfg.device)
-    result = TaskResult(timings={"network_s": watch.elapsed()})
+    result.timings["network_s"] = watch.elapsed()
     result.fitted.update({"recipe_hash": stored.recipe_hash, "network_reused": stored.reused,
                           "network_path": str(stored.path),
                           "train_indices": splits.train_indices.tolist()})
-
     watch = Stopwatch()
     training = TrainingSet(splits.x_train, splits.y_train, recipe.dataset.name,
                            data.normalisation, str(cfg.results_dir), str(cfg.device))
     diagnostics = method.fit(training, seed, base=stored.module)
     result.timings["fit_s"] = watch.elapsed()
     result.fitted.update(diagnostics)
-    watch = Stopwatch()
-    terms = method.explain(splits.x_test)
-    result.timings["explain_s"] = watch.elapsed()
+    return stored, diagnostics
 
+
+def explanation_cells(result: TaskResult, method: KernelExplanations, terms, y_test: Tensor,
+                      network: nn.Module, diagnostics: dict, n_train: int) -> None:
+    """Row :data:`ROW` (the network and data) and row :data:`CHECK_ROW` (the checks), the
+    checks and the decomposition's norms as metrics."""
     importances = method.importances
-    y_test = splits.y_test.to(terms.f.device)
-    conv, linear = layer_counts(bernoulli_logit_network(stored.module))
+    conv, linear = layer_counts(bernoulli_logit_network(network))
     for column, value in (("N_train", n_train), ("P", diagnostics["n_params"]),
                           ("conv_layers", conv), ("linear_layers", linear),
                           ("delta", method.prior_precision),
@@ -173,19 +177,38 @@ def run(cfg: DictConfig) -> TaskResult:
     result.metrics["kernel_sum_to_logit_norm_ratio"] = float(
         (terms.gp_mean - terms.offset).norm()) / logit_norm
 
+
+def importance_arrays(importances: Tensor, splits, image_shape) -> dict[str, list]:
+    """Fig. 5.6a: the sorted importances and the example training images shown."""
     order = importances.argsort()
     shown = importance_examples(importances)
     rows = order[shown]
     x_train = splits.x_train
-    result.arrays.update({
-        "image_shape": list(data.input_shape),
-        "importances_sorted": importances[order].tolist(),
-        "examples/position": shown.tolist(),
-        "examples/label": splits.y_train[rows.to(splits.y_train.device)].tolist(),
-        "examples/importance": importances[rows].tolist(),
-        "examples/pixels": pixels(x_train[rows.to(x_train.device)]),
-    })
-    explained = _explanations(terms.kernel, terms.f, y_test, importances, splits, seed)
+    return {"image_shape": list(image_shape),
+            "importances_sorted": importances[order].tolist(),
+            "examples/position": shown.tolist(),
+            "examples/label": splits.y_train[rows.to(splits.y_train.device)].tolist(),
+            "examples/importance": importances[rows].tolist(),
+            "examples/pixels": pixels(x_train[rows.to(x_train.device)])}
+
+
+@takes(datasets=(ClassSubsetImageData,), methods=(KernelExplanations,))
+def run(cfg: DictConfig) -> TaskResult:
+    """Train (or load) the network, fit the GP view, explain the chosen test images."""
+    data = binary_data(cfg)
+    method = capability(instantiate_method(cfg.method), KernelExplanations)
+    seed = int(cfg.seed)
+    splits = data.splits(seed)
+    result = TaskResult()
+    stored, diagnostics = fitted_gp_view(cfg, data, method, splits, result)
+    watch = Stopwatch()
+    terms = method.explain(splits.x_test)
+    result.timings["explain_s"] = watch.elapsed()
+    y_test = splits.y_test.to(terms.f.device)
+    explanation_cells(result, method, terms, y_test, stored.module, diagnostics,
+                      len(splits.x_train))
+    result.arrays.update(importance_arrays(method.importances, splits, data.input_shape))
+    explained = _explanations(terms.kernel, terms.f, y_test, method.importances, splits, seed)
     result.arrays.update(explained["arrays"])
     result.metrics.update(explained["metrics"])
     return result

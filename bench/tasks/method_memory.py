@@ -1,6 +1,7 @@
 """Memory of a method's state (Laplace Redux Table 5), measured from the real objects.
 
-One job = one method node; each of its variants is a row (``laplace_classifier``: LA and LA*).
+One job = one method node, through :class:`~bench.jobs.state_runner.StateRunner`; each of
+its variants is a row (``laplace_classifier``: LA and LA*).
 The job builds the method's real state on the experiment's ``network`` (WRN-16-4, 10 classes)
 without real training: the data set is a handful of generated images of CIFAR-10's shape
 (:mod:`bench.datasets.generated_images`), the base network is the ``network`` recipe trained
@@ -34,34 +35,20 @@ second row, ``<row> (as held, incl. the harness's copy)``
 
 from __future__ import annotations
 
-import copy
-import dataclasses
-import tempfile
-from pathlib import Path
 from typing import Any
 
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 
 from bench.contracts.capabilities import HoldsUnreadTensors, StoredTensors
 from bench.datasets.generated_images import GeneratedImages
-from bench.datasets.training_set import TrainingSet
-from bench.harness.method_nodes import (
-    instantiate_method,
-    merged_method_node,
-    method_arguments,
-    method_class,
-    method_variants,
-)
+from bench.harness.method_nodes import merged_method_node, method_arguments, method_class
 from bench.harness.result import TaskResult
-from bench.harness.task_inputs import capability, takes
-from bench.harness.timing import Stopwatch
+from bench.harness.task_inputs import takes
+from bench.jobs.state_runner import StateJob, StateRunner
 from bench.metrics.memory import analytic_count, as_held_row, megabytes, stored_bytes
 from bench.models.classifiers import count_parameters
-from bench.training.network_store import TrainingRecipe, trained_network
-
-PREPROCESSING = "standard_normal"
+from bench.training.network_store import TrainingRecipe
 
 
 def last_layer_width(network: nn.Module) -> int:
@@ -116,59 +103,44 @@ def memory_method_node(cfg: DictConfig, recipe: TrainingRecipe) -> DictConfig:
     return merged_method_node(node, extra)
 
 
+def describe_network(cfg: DictConfig, job: StateJob) -> None:
+    """What the analytic formulas read from the base network, into ``fitted``."""
+    network, recipe = job.stored.module, job.recipe
+    job.result.fitted.update({
+        "n_parameters": count_parameters(network), "last_layer_width": last_layer_width(network),
+        "num_classes": recipe.num_classes,
+        "parameter_bytes": next(network.parameters()).element_size(),
+        "n_buffer_values": sum(b.numel() for b in network.buffers()),
+        "recipe_hash": job.stored.recipe_hash, "parts_bytes": {}, "diagnostics": {}})
+
+
+def memory_cells(cfg: DictConfig, job: StateJob, row: str, method: StoredTensors,
+                 diagnostics: dict) -> None:
+    """The row's memory cells (after ``memory.paper_rows``), its analytic size where the
+    experiment gives a formula, and the as-held row of a method holding unread tensors."""
+    memory, result, fitted = cfg.memory, job.result, job.result.fitted
+    buffer_names = {name for name, _ in job.stored.module.named_buffers()}
+    analytic = OmegaConf.to_container(memory.get("analytic") or {}, resolve=True)
+    tensors = method.stored_tensors()
+    paper_row = str(dict(memory.get("paper_rows") or {}).get(row, row))
+    add_memory_cells(result, paper_row, str(memory.column), tensors, buffer_names)
+    if paper_row in analytic:
+        count = analytic_count(analytic[paper_row], fitted["n_parameters"],
+                               fitted["last_layer_width"], fitted["num_classes"])
+        result.add(paper_row, "analytic_mb", megabytes(int(count) * fitted["parameter_bytes"]))
+    unread = method.unread_tensors() if isinstance(method, HoldsUnreadTensors) else {}
+    if unread:
+        held_row = as_held_row(paper_row)
+        add_memory_cells(result, held_row, str(memory.column), {**tensors, **unread},
+                         buffer_names)
+        result.add(held_row, "unread_mb", megabytes(stored_bytes(unread)))
+    fitted["diagnostics"][paper_row] = diagnostics
+
+
+RUNNER = StateRunner(StoredTensors, memory_method_node, describe_network, memory_cells)
+
+
 @takes(datasets=(GeneratedImages,), methods=(StoredTensors,))
 def run(cfg: DictConfig) -> TaskResult:
     """Fit every row of the method node on generated images and measure its stored state."""
-    data: GeneratedImages = instantiate(cfg.dataset)
-    seed, device = int(cfg.seed), str(cfg.device)
-    memory = cfg.memory
-    splits = data.splits(seed)
-    values: dict[str, Any] = OmegaConf.to_container(cfg.network, resolve=True)
-    values["dataset"] = {"name": data.name, "preprocessing": PREPROCESSING,
-                         "image_shape": list(data.input_shape), "train_size": data.n_train}
-    recipe = TrainingRecipe.from_dict(values)
-    node = memory_method_node(cfg, recipe)
-    paper_rows = dict(memory.get("paper_rows") or {})
-    analytic = OmegaConf.to_container(memory.get("analytic") or {}, resolve=True)
-    result = TaskResult()
-    Path(cfg.results_dir).mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".memory-scratch-", dir=cfg.results_dir) as scratch:
-        watch = Stopwatch()
-        stored = trained_network(recipe, seed, splits.x_train, splits.y_train, scratch, device)
-        result.timings["network_s"] = watch.elapsed()
-        network = stored.module
-        n_parameters, hidden = count_parameters(network), last_layer_width(network)
-        element_size = next(network.parameters()).element_size()
-        buffer_names = {name for name, _ in network.named_buffers()}
-        result.fitted.update({"n_parameters": n_parameters, "last_layer_width": hidden,
-                              "num_classes": recipe.num_classes, "parameter_bytes": element_size,
-                              "n_buffer_values": sum(b.numel() for b in network.buffers()),
-                              "recipe_hash": stored.recipe_hash, "parts_bytes": {},
-                              "diagnostics": {}})
-        training = TrainingSet(splits.x_train, splits.y_train, data.name, PREPROCESSING,
-                               scratch, device)
-        for row, arguments in method_variants(node).items():
-            method = capability(instantiate_method(node, **arguments), StoredTensors)
-            base = (dataclasses.replace(stored, module=copy.deepcopy(network))
-                    if type(method).fits_on_base else None)
-            watch = Stopwatch()
-            diagnostics = method.fit(training, seed, base=base)
-            method.predict(splits.x_test)
-            result.timings[f"{row}/fit_predict_s"] = watch.elapsed()
-            tensors = method.stored_tensors()
-            paper_row = str(paper_rows.get(row, row))
-            add_memory_cells(result, paper_row, str(memory.column), tensors, buffer_names)
-            if paper_row in analytic:
-                count = analytic_count(analytic[paper_row], n_parameters, hidden,
-                                       recipe.num_classes)
-                result.add(paper_row, "analytic_mb", megabytes(int(count) * element_size))
-            unread = (method.unread_tensors() if isinstance(method, HoldsUnreadTensors)
-                      else {})
-            if unread:
-                held_row = as_held_row(paper_row)
-                add_memory_cells(result, held_row, str(memory.column), {**tensors, **unread},
-                                 buffer_names)
-                result.add(held_row, "unread_mb", megabytes(stored_bytes(unread)))
-            result.fitted["diagnostics"][paper_row] = diagnostics
-            del method, base
-    return result
+    return RUNNER.run(cfg)

@@ -6,7 +6,9 @@ One job = (method node, model seed), through
 MAP network or trained from scratch, then its predictive on the in-distribution test part
 (MNIST: the 8k of the 2k/8k split) and on each OOD test set of the dataset node.
 
-Cells, row = the variant's row name, values in % as the paper prints them (NLL in nats):
+Cells, row = the variant's row name, fractions (NLL in nats; the report prints accuracy,
+confidence, ECE and AUROC in % as the paper does, and ``fitted.cell_units`` marks the record
+as written so):
 ``conf_<set>`` (mean largest probability on the OOD set) and ``auroc_<set>`` (in-distribution
 positive, score = largest probability) for each OOD set under the paper's short name
 (``fmnist``, ``kmnist``, ``emnist``; ``svhn``, ``cifar100`` on CIFAR-10), plus the
@@ -23,7 +25,7 @@ from __future__ import annotations
 from omegaconf import DictConfig
 
 from bench.datasets.image_classification import ImageClassificationData
-from bench.harness.result import TaskResult
+from bench.harness.result import CELL_UNITS, NEUTRAL_CELLS, TaskResult
 from bench.harness.task_inputs import takes
 from bench.jobs.classification_runner import (
     ClassificationJob,
@@ -34,25 +36,25 @@ from bench.jobs.classification_runner import (
     test_and_ood_sets,
 )
 
-PERCENT = 100.0
-IN_DISTRIBUTION_CELLS = {"acc": ("accuracy", PERCENT), "conf": ("confidence", PERCENT),
-                         "nll": ("nll", 1.0), "brier": ("brier", 1.0), "ece": ("ece", PERCENT)}
+IN_DISTRIBUTION_CELLS = {"acc": "accuracy", "conf": "confidence", "nll": "nll",
+                         "brier": "brier", "ece": "ece"}
 
 
 def ood_cells(result: TaskResult, row: str, scores: dict[str, float], in_set: str,
               ood_sets: tuple[str, ...]) -> None:
     """Add one row's cells from ``classification_metrics`` output (module docstring)."""
-    for prefix, (metric, scale) in IN_DISTRIBUTION_CELLS.items():
-        result.add(row, f"{prefix}_{short_name(in_set)}", scale * scores[metric])
+    for prefix, metric in IN_DISTRIBUTION_CELLS.items():
+        result.add(row, f"{prefix}_{short_name(in_set)}", scores[metric])
     for name in ood_sets:
-        result.add(row, f"conf_{short_name(name)}", PERCENT * scores[f"{name}_confidence"])
-        result.add(row, f"auroc_{short_name(name)}", PERCENT * scores[f"{name}_auroc"])
+        result.add(row, f"conf_{short_name(name)}", scores[f"{name}_confidence"])
+        result.add(row, f"auroc_{short_name(name)}", scores[f"{name}_auroc"])
 
 
 def variant_cells(cfg: DictConfig, job: ClassificationJob, variant: VariantPredictions) -> None:
     """The variant's row (after ``cfg.row_prefix``): OOD and in-distribution cells, and the
     fitted scalar prior precision where it has one."""
     row = str(cfg.get("row_prefix") or "") + variant.row
+    job.result.fitted[CELL_UNITS] = NEUTRAL_CELLS
     ood_cells(job.result, row, ood_scores(cfg, job, variant), job.data.images,
               job.data.available_ood)
     prior = variant.diagnostics.get("prior_precision")

@@ -21,23 +21,27 @@ curves for the figures. Metrics: the MAP network's own test accuracy and the two
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
-from hydra.utils import instantiate
 from omegaconf import DictConfig
+from torch import Tensor
 
 from bench.contracts.capabilities import TemperedPredictive
 from bench.curvature.kfac_scaling import ExactAccumulation
 from bench.datasets.image_classification import ImageClassificationData
-from bench.datasets.training_set import TrainingSet
 from bench.harness.errors import require_choice, require_positive
 from bench.harness.method_nodes import instantiate_method, method_variants
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import capability, takes
 from bench.harness.timing import Stopwatch
+from bench.jobs.classification_runner import (
+    ClassificationJob,
+    ClassificationRunner,
+    VariantPredictions,
+)
 from bench.metrics.classification import accuracy, classification_metrics
 from bench.predictive.categorical import Categorical
-from bench.training.image_recipe import initial_weights, network_recipe
-from bench.training.network_store import trained_network
 
 STRUCTURE_ROWS = {"diag": "Diag", "kfac": "KFAC", "ekfac": "EKFAC", "bdiag": "B-Diag"}
 # How the paper names networks and data sets in its text (the KFAC-norm cell's row).
@@ -77,62 +81,90 @@ def job_method(cfg: DictConfig) -> TemperedPredictive:
     return capability(instantiate_method(cfg.method, **arguments), TemperedPredictive)
 
 
-@takes(datasets=(ImageClassificationData,), methods=(TemperedPredictive,))
-def run(cfg: DictConfig) -> TaskResult:
-    """Fit one structure on the stored MAP network, then evaluate every temperature."""
-    data: ImageClassificationData = instantiate(cfg.dataset)
-    temperatures = [require_positive("temperatures", float(t)) for t in cfg.temperatures]
-    seed = int(cfg.seed)
-    splits = data.splits(seed)
-    recipe = network_recipe(cfg.network, data, len(splits.x_train))
-    watch = Stopwatch()
-    stored = trained_network(recipe, seed, splits.x_train, splits.y_train, cfg.results_dir,
-                             cfg.device)
-    result = TaskResult(timings={"network_s": watch.elapsed()})
-    with torch.no_grad():
-        map_predictive = Categorical.from_logits(stored.module(splits.x_test))
-    result.metrics["map_test_accuracy"] = accuracy(map_predictive, splits.y_test)
-    result.fitted.update({"recipe_hash": stored.recipe_hash, "network_reused": stored.reused,
-                          "network_path": str(stored.path),
-                          "initial_weights": initial_weights(recipe)})
+def job_temperatures(cfg: DictConfig) -> list[float]:
+    """The experiment's temperatures, each positive (a one-line ConfigError otherwise)."""
+    return [require_positive("temperatures", float(t)) for t in cfg.temperatures]
 
-    method = job_method(cfg)
-    watch = Stopwatch()
-    training = TrainingSet(splits.x_train, splits.y_train, data.images, data.normalisation,
-                           str(cfg.results_dir), str(cfg.device))
-    diagnostics = method.fit(training, seed, base=stored.module)
-    result.timings["fit_s"] = watch.elapsed()
-    result.fitted.update(diagnostics)
-    main = float(cfg.get("main_prior_precision", method.prior_precision))
-    row = structure_row(method.structure, method.prior_precision, main, method.accumulation)
+
+def test_and_all_ood_sets(cfg: DictConfig, job: ClassificationJob) -> dict[str, Tensor]:
+    """The in-distribution test part (under the data set's name) and every OOD set."""
+    data = job.data
+    return {data.images: job.splits.x_test,
+            **{name: data.ood_set(name, job.seed).x for name in data.ood}}
+
+
+def map_test_accuracy(job: ClassificationJob) -> float:
+    """Test accuracy of the stored MAP network's own softmax."""
+    with torch.no_grad():
+        predictive = Categorical.from_logits(job.network.module(job.splits.x_test))
+    return accuracy(predictive, job.splits.y_test)
+
+
+def norm_cells(result: TaskResult, row: str, diagnostics: dict, job: ClassificationJob
+               ) -> None:
+    """The curvature norms of the row (cells and metrics); the exact K-FAC job at the main
+    prior precision adds the paper's text cell."""
     for column in NORM_COLUMNS:
         result.metrics[column] = float(diagnostics[column])
         result.add(row, column, result.metrics[column])
     if row == STRUCTURE_ROWS["kfac"]:  # exact K-FAC at the main prior precision
-        model, images = (PAPER_NAMES.get(n, n) for n in (recipe.model, data.images))
+        model, images = (PAPER_NAMES.get(n, n) for n in (job.recipe.model, job.data.images))
         result.add(f"{model}/{images} KFAC (last layer)", "hessian_frobenius_norm",
                    result.metrics["last_layer_frobenius_norm"])
 
+
+def tempered_posterior(cfg: DictConfig, job: ClassificationJob, sets: Mapping[str, Tensor]
+                       ) -> list[VariantPredictions]:
+    """Fit the job's structure on the stored MAP network (``fit_s``), then predict every
+    input set at every temperature from one set of draws (``predict_s``)."""
+    temperatures = job_temperatures(cfg)
+    result = job.result
+    result.metrics["map_test_accuracy"] = map_test_accuracy(job)
+    method = job_method(cfg)
     watch = Stopwatch()
-    in_name = data.images
-    in_predictives = method.predict_tempered(splits.x_test, temperatures)
-    ood_predictives = {name: method.predict_tempered(data.ood_set(name, seed).x, temperatures)
-                       for name in data.ood}
+    diagnostics = method.fit(job.training, job.seed, base=job.network.module)
+    result.timings["fit_s"] = watch.elapsed()
+    result.fitted.update(diagnostics)
+    main = float(cfg.get("main_prior_precision", method.prior_precision))
+    row = structure_row(method.structure, method.prior_precision, main, method.accumulation)
+    norm_cells(result, row, diagnostics, job)
+    watch = Stopwatch()
+    by_set = {name: method.predict_tempered(x, temperatures) for name, x in sets.items()}
     result.timings["predict_s"] = watch.elapsed()
     result.arrays["temperatures"] = temperatures
+    result.arrays[f"{row}/prior_dominated_share"] = [
+        method.prior_dominated_share(temperature) for temperature in temperatures]
+    by_temperature = {t: {name: by_t[t] for name, by_t in by_set.items()}
+                      for t in temperatures}
+    return [VariantPredictions(row, {}, diagnostics, by_temperature=by_temperature)]
+
+
+def temperature_cells(cfg: DictConfig, job: ClassificationJob, variant: VariantPredictions
+                      ) -> None:
+    """Cells ``<set>/<metric>@T=<T>`` and curves ``<row>/<set>/<metric>`` (module
+    docstring)."""
+    result, data, row = job.result, job.data, variant.row
     curves: dict[str, list[float]] = {}
-    for temperature in temperatures:
+    for temperature, predictives in variant.by_temperature.items():
         scores = classification_metrics(
-            in_predictives[temperature], splits.y_test,
-            {name: by_t[temperature] for name, by_t in ood_predictives.items()},
+            predictives[data.images], job.splits.y_test,
+            {name: predictives[name] for name in data.ood},
             n_bins=int(cfg.metrics.n_bins), calibration=str(cfg.metrics.calibration),
             ood_score=str(cfg.metrics.ood_score))
-        named = {(in_name, m): scores[m] for m in IN_DISTRIBUTION_METRICS}
+        named = {(data.images, m): scores[m] for m in IN_DISTRIBUTION_METRICS}
         named |= {(ood, m): scores[f"{ood}_{m}"] for ood in data.ood for m in OOD_METRICS}
         for (data_set, metric), value in named.items():
             result.add(row, temperature_column(data_set, metric, temperature), value)
             curves.setdefault(f"{row}/{data_set}/{metric}", []).append(float(value))
     result.arrays.update(curves)
-    result.arrays[f"{row}/prior_dominated_share"] = [
-        method.prior_dominated_share(temperature) for temperature in temperatures]
-    return result
+
+
+RUNNER = ClassificationRunner(input_sets=test_and_all_ood_sets, cells=temperature_cells,
+                              predict=tempered_posterior)
+
+
+@takes(datasets=(ImageClassificationData,), methods=(TemperedPredictive,))
+def run(cfg: DictConfig) -> TaskResult:
+    """Fit one structure on the stored MAP network, then evaluate every temperature."""
+    job_temperatures(cfg)  # checked before the network is trained
+    return RUNNER.run(cfg)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from bench.reporting.claims import ClaimRule, Means, claim
 from bench.reporting.figures.continual_plots import ROW_ORDER, continual_figure
+from bench.reporting.record_views import in_percent
 from bench.reporting.spec import Anchor, ArtifactSpec
 from bench.reporting.targets import paper_values
 
@@ -114,6 +115,8 @@ CONTINUAL_LEARNING = ArtifactSpec(
     figure=continual_figure,
     anchors=ANCHORS,
     notes=NOTES,
+    # Records written with neutral cells hold fractions (older records: %).
+    record_view=in_percent(("*",)),
 )
 
 SPECS = [CONTINUAL_LEARNING]

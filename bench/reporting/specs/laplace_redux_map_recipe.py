@@ -17,7 +17,7 @@ from typing import Any
 from bench.harness.overrides import group_options
 from bench.reporting.claims import ClaimRule, Means, Statistic, cell_means, claim
 from bench.reporting.spec import Anchor, ArtifactSpec
-from bench.reporting.specs.laplace_redux import MEAN_RULES
+from bench.reporting.specs.laplace_redux import MEAN_RULES, OOD_IN_PERCENT
 from bench.reporting.targets import paper_values
 
 RECIPES = tuple(group_options()["map_recipe"])
@@ -125,6 +125,7 @@ MAP_RECIPE = ArtifactSpec(
     anchors=ANCHORS,
     spread="stderr",
     notes=NOTES,
+    record_view=OOD_IN_PERCENT,
 )
 
 SPECS = [MAP_RECIPE]

@@ -8,6 +8,7 @@ import math
 import pandas as pd
 import pytest
 
+from bench.harness.result import CELL_UNITS, NEUTRAL_CELLS
 from bench.reporting.figures.continual_plots import accuracy_matrix, mean_curve
 from bench.reporting.render import render_report
 from bench.reporting.specs import SPECS
@@ -82,3 +83,32 @@ def test_report_judges_setup_and_claim_from_the_records(tmp_path):
                 if p.suffix == ".md").read_text()
     assert "| setup (appendix C.4): number of tasks" in text
     assert any("number of tasks" in line and "differs" in line for line in text.splitlines())
+
+
+def neutral(old_style: dict) -> dict:
+    """The same record as a task writing neutral cells writes it: fractions, marked."""
+    cells = [{**cell, "value": cell["value"] / 100} for cell in old_style["cells"]]
+    return {**old_style, "cells": cells,
+            "fitted": {**old_style["fitted"], CELL_UNITS: NEUTRAL_CELLS}}
+
+
+def test_old_percent_and_new_fraction_records_render_to_one_table_in_percent(tmp_path):
+    old = record("KFAC", 711, KFAC, n_tasks=10)  # written before cells were neutral: %
+    new = neutral(record("KFAC", 1, {(1, 1): 97.0, (2, 1): 93.0, (2, 2): 96.0}, n_tasks=10))
+    assert new["cells"][0]["value"] < 1 and "cell_units" not in old["fitted"]
+    written = render_report(SPEC, [old, new, record("DIAG", 711, DIAG, n_tasks=10)], tmp_path)
+    frame = pd.read_csv(next(p for p in written if p.suffix == ".csv"))
+    kfac = frame[(frame["row"] == "KFAC") & (frame["column"] == "mean_accuracy")].iloc[0]
+    assert kfac["ours"] == pytest.approx((96.5 + 94.5) / 2)  # both seeds in %
+    network = frame[(frame["row"] == "KFAC") & (frame["column"] == "map/after=2/mean")]
+    assert network.iloc[0]["ours"] == pytest.approx((95.5 + 93.5) / 2)
+
+
+def test_the_percent_view_goes_by_the_mark_and_converts_once():
+    old = record("KFAC", 711, KFAC)
+    assert SPEC.record_view(old) is old
+    new = neutral(record("KFAC", 711, KFAC))
+    shown = SPEC.record_view(new)
+    assert [c["value"] for c in shown["cells"]] == pytest.approx(
+        [c["value"] for c in old["cells"]])
+    assert SPEC.record_view(shown) == shown

@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from bench.harness.result import CELL_UNITS, NEUTRAL_CELLS
 from bench.reporting.compare import comparison_table
 from bench.reporting.formatting import format_mean_stderr
-from bench.reporting.render import display_frame
+from bench.reporting.render import display_frame, render_report
 from bench.reporting.specs import SPECS
 from bench.reporting.specs.laplace_redux import (
     fmnist_easiest,
@@ -185,3 +186,19 @@ def test_the_side_runs_are_judged_against_their_row_and_quoted_in_its_cause():
     assert fmnist_easiest(swag=False)(
         {(c["row"], c["column"]): c["value"] for r in records for c in r["cells"]
          if c["row"].startswith("CSGHMC")}) == 1.0
+
+
+def test_table_3_renders_an_old_percent_and_a_new_fraction_record_to_one_table(tmp_path):
+    old = table_3_record({("MAP", "conf_fmnist"): 66.0, ("MAP", "auroc_fmnist"): 98.0,
+                          ("MAP", "nll_mnist"): 0.04}, seed=6)
+    new = table_3_record({("MAP", "conf_fmnist"): 0.64, ("MAP", "auroc_fmnist"): 0.96,
+                          ("MAP", "nll_mnist"): 0.06}, seed=12)
+    new["fitted"] = {CELL_UNITS: NEUTRAL_CELLS}  # written by the task with neutral cells
+    assert TABLE_3.record_view(old) is old
+    written = render_report(TABLE_3, [old, new], tmp_path)
+    frame = pd.read_csv(next(p for p in written if p.suffix == ".csv"))
+    ours = {column: frame[(frame["row"] == "MAP") & (frame["column"] == column)].iloc[0]["ours"]
+            for column in ("conf_fmnist", "auroc_fmnist", "nll_mnist")}
+    assert ours["conf_fmnist"] == pytest.approx(65.0)  # both in %
+    assert ours["auroc_fmnist"] == pytest.approx(97.0)
+    assert ours["nll_mnist"] == pytest.approx(0.05)  # nats, never scaled

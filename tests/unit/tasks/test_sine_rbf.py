@@ -22,15 +22,9 @@ from bench.methods.ssla.conjugate_ssla import ASSLAMethod, SSLAMethod
 from bench.metrics.regression import regression_metrics
 from bench.models.conjugate_models import LinearGaussianModel
 from bench.models.parametric import Data
+from bench.models.rbf_regression import RBFFeatures, evidence_fit
 from bench.predictive.densities import Gaussian
-from bench.tasks.sine_rbf import (
-    ROWS,
-    RBFFeatures,
-    candidate_grid,
-    evidence_fit,
-    run,
-    torch_threads,
-)
+from bench.tasks.sine_rbf import ROWS, candidate_grid, run, torch_threads
 from tests.helpers import REPO, compose_config
 
 DOUBLE = torch.float64
