@@ -33,8 +33,10 @@ What the settings mean (laplace-redux-reproduction-notes §1, generalized-laplac
   points); for glm-mc one generator stream runs across the chunks. laplace-torch's own
   ``la(x, ...)`` ignores its generator for classification, so the draws go through
   ``la.predictive_samples``, which takes it.
-* lowrank is not offered: laplace-torch's LowRankLaplace needs the old ``asdfghjkl`` Hessian
-  backend, which is not installed (only ASDL's ``asdl`` module is).
+* ``hessian_structure="lowrank"`` (all weights, post hoc): laplace-torch's LowRankLaplace with
+  the ``low_rank`` largest GGN eigenpairs (:mod:`bench.methods.laplace.lowrank_laplace`; the
+  library would ask the old ``asdfghjkl`` module, which is not installed, for the Hessian's).
+  ``backend`` is unread by it.
 
 ``data`` for fitting is any object with ``train_inputs`` (``[N, ...]``) and integer
 ``train_labels`` (``[N]``) tensors (:class:`ClassificationTrainData`). When it also has an
@@ -57,6 +59,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 import torch
+from hydra.utils import get_class
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -68,7 +71,11 @@ from bench.metrics.memory import held_tensors, storage_key
 from bench.predictive.categorical import Categorical
 
 SUBSETS = ("all", "last_layer")
-STRUCTURES = ("diag", "kron", "full")
+STRUCTURES = ("diag", "kron", "full", "lowrank")
+# Structures laplace-torch 0.3 cannot build here, and the class that builds them: lowrank's
+# LowRankLaplace asks the old asdfghjkl module for its eigenpairs (not installed); ours hands it
+# the GGN's (bench.methods.laplace.lowrank_laplace). Over all weights only, post hoc.
+BUILT_HERE = {"lowrank": "bench.methods.laplace.lowrank_laplace.GGNLowRankLaplace"}
 BACKENDS = ("AsdlGGN", "AsdlEF", "CurvlinopsGGN", "CurvlinopsEF", "BackPackGGN", "BackPackEF")
 PRED_TYPES = ("glm", "nn")
 LINK_APPROXIMATIONS = ("probit", "mc", "bridge", "bridge_norm")
@@ -77,6 +84,9 @@ PRIOR_TUNINGS = ("fixed", "marglik", "online_marglik")
 # all"): (subset_of_weights, prior_tuning) -> why. A one-line ConfigError names them.
 LEFT_OUT = {("last_layer", "online_marglik"): "Laplace Redux C.1 leaves online Laplace over "
             "the last layer only out of its grid (it does not work well at all)"}
+# Structures offered for some subsets and tunings only: structure -> (subset, tunings, why).
+LOW_RANK_SCOPE = ("all", ("fixed", "marglik"), "laplace-torch's low-rank Laplace covers all "
+                  "weights and cannot be refitted, so it is post hoc over all weights only")
 PRIOR_STRUCTURES = ("scalar", "layerwise", "diag")
 # Attributes of a fitted laplace-torch object that are not its state: ``data`` is the first
 # training batch, which last-layer Laplace keeps only to find the last layer (laplace-torch 0.3).
@@ -181,6 +191,8 @@ class LaplaceTorchClassifier:
     # requires_grad is cleared on the adapter's copy; laplace-torch 0.3's all-weights KFAC
     # fails on BatchNorm layers). Read by all-weights post-hoc fits only.
     frozen_batchnorm: bool = False
+    # The rank k of hessian_structure='lowrank' (laplace-torch's default 10); unread otherwise.
+    low_rank: int = 10
     fits_on_base: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
@@ -195,8 +207,16 @@ class LaplaceTorchClassifier:
         require_positive("method.temperature", self.temperature)
         require_positive("method.prior_precision", self.prior_precision)
         require_positive("method.tune_lr", self.tune_lr)
-        for key in ("n_samples", "tune_steps", "batch_size"):
+        for key in ("n_samples", "tune_steps", "batch_size", "low_rank"):
             require_positive_int(f"method.{key}", getattr(self, key))
+        subset, tunings, why = LOW_RANK_SCOPE
+        if self.hessian_structure == "lowrank" and (self.subset_of_weights != subset
+                                                    or self.prior_tuning not in tunings):
+            raise ConfigError(f"method.hessian_structure='lowrank' is not valid with "
+                              f"method.subset_of_weights={self.subset_of_weights!r} and "
+                              f"method.prior_tuning={self.prior_tuning!r} ({why}); choose "
+                              f"subset_of_weights='all' and prior_tuning one of: "
+                              f"{', '.join(tunings)}")
         if self.pred_type == "nn" and self.link_approx != "mc":
             raise ConfigError(f"method.link_approx={self.link_approx!r} is not valid with "
                               "method.pred_type='nn'; choose one of: mc")
@@ -233,6 +253,7 @@ class LaplaceTorchClassifier:
                 if isinstance(module, nn.modules.batchnorm._BatchNorm):
                     module.requires_grad_(False)
         dtype = next(network.parameters()).dtype
+        self.seed = int(seed)
         self.la = self.build_laplace(network)
         augment = data.augmenter() if hasattr(data, "augmenter") else None
         inputs = None
@@ -289,10 +310,15 @@ class LaplaceTorchClassifier:
         used as it is (not copied): the Laplace object's mean follows its parameters."""
         from laplace import Laplace
 
+        options = {"prior_precision": float(self.prior_precision), "prior_mean": prior_mean,
+                   "temperature": 1.0 / self.temperature}
+        if self.hessian_structure in BUILT_HERE:
+            built_here = get_class(BUILT_HERE[self.hessian_structure])
+            return built_here(network, "classification", **options, backend_kwargs={
+                "low_rank": self.low_rank, "seed": getattr(self, "seed", 0)})
         return Laplace(network, "classification", subset_of_weights=self.subset_of_weights,
                        hessian_structure=self.hessian_structure,
-                       prior_precision=float(self.prior_precision), prior_mean=prior_mean,
-                       temperature=1.0 / self.temperature, backend=backend_class(self.backend))
+                       backend=backend_class(self.backend), **options)
 
     def _fitted_prior_precision(self) -> float | list[float]:
         """The prior precision as a record value: one number, one per layer (layerwise), or
