@@ -31,7 +31,44 @@ from bench.training.loop import LoopState, TrainingConfig, fit_parameters
 
 STAGE_OPTIMIZERS = ("adam", "adamw", "sgd")
 STAGE_SCHEDULES = ("none", "cosine")
-WEIGHT_DECAY_MODES = ("optimizer", "objective")
+
+
+def l2_penalty(parameters: Sequence[Tensor]) -> Tensor:
+    """``||theta||^2`` over all ``parameters``."""
+    return sum(p.pow(2).sum() for p in parameters)
+
+
+class OptimizerWeightDecay:
+    """``weight_decay_mode="optimizer"``: the optimizer applies the decay."""
+
+    def optimizer_weight_decay(self, weight_decay: float) -> float:
+        """The optimizer's ``weight_decay``: the stage's."""
+        return weight_decay
+
+    def objective(self, loss: Tensor, weight_decay: float, parameters: Sequence[Tensor]
+                  ) -> Tensor:
+        """The minibatch objective: the loss itself."""
+        return loss
+
+
+class ObjectiveWeightDecay:
+    """``weight_decay_mode="objective"``: ``(weight_decay / 2) ||theta||^2`` joins the loss."""
+
+    def optimizer_weight_decay(self, weight_decay: float) -> float:
+        """The optimizer's ``weight_decay``: none."""
+        return 0.0
+
+    def objective(self, loss: Tensor, weight_decay: float, parameters: Sequence[Tensor]
+                  ) -> Tensor:
+        """The loss plus the L2 term (the loss alone when ``weight_decay`` is 0)."""
+        if weight_decay > 0:
+            return loss + 0.5 * weight_decay * l2_penalty(parameters)
+        return loss
+
+
+WEIGHT_DECAY_PLACEMENTS = {"optimizer": OptimizerWeightDecay(),
+                           "objective": ObjectiveWeightDecay()}
+WEIGHT_DECAY_MODES = tuple(WEIGHT_DECAY_PLACEMENTS)
 
 
 @dataclass(frozen=True)
@@ -88,7 +125,8 @@ class TrainingStage:
 
     def loop_config(self) -> TrainingConfig:
         """The training-loop settings of this stage."""
-        decay = self.weight_decay if self.weight_decay_mode == "optimizer" else 0.0
+        decay = WEIGHT_DECAY_PLACEMENTS[self.weight_decay_mode].optimizer_weight_decay(
+            self.weight_decay)
         return TrainingConfig(lr=self.lr, max_epochs=self.epochs, batch_size=self.batch_size,
                               optimizer=self.optimizer, weight_decay=decay,
                               schedule=self.schedule, min_lr=self.min_lr,
@@ -143,11 +181,6 @@ class ClassifierCheckpoint:
                    values["history"])
 
 
-def l2_penalty(parameters: Sequence[Tensor]) -> Tensor:
-    """``||theta||^2`` over all ``parameters``."""
-    return sum(p.pow(2).sum() for p in parameters)
-
-
 class _StageRun:
     """The loss closure and the epoch hook of one stage: mean cross-entropy (plus the L2 term
     when the stage puts weight decay in the objective), and one history entry per epoch."""
@@ -162,6 +195,7 @@ class _StageRun:
                                                                       report)
         self.parameters = list(module.parameters())
         self.device = self.parameters[0].device
+        self.decay_placement = WEIGHT_DECAY_PLACEMENTS[stage.weight_decay_mode]
         self.objective_sum = torch.zeros((), device=self.device)
         self.batches = 0
         self.started = time.perf_counter()
@@ -173,8 +207,7 @@ class _StageRun:
         if self.augment is not None:
             x = self.augment(x)
         loss = F.cross_entropy(self.module(x), y)
-        if self.stage.weight_decay_mode == "objective" and self.stage.weight_decay > 0:
-            loss = loss + 0.5 * self.stage.weight_decay * l2_penalty(self.parameters)
+        loss = self.decay_placement.objective(loss, self.stage.weight_decay, self.parameters)
         self.objective_sum += loss.detach()
         self.batches += 1
         return loss

@@ -20,10 +20,10 @@ from torch import Tensor
 
 from bench.harness.errors import ConfigError, require_choice
 from bench.harness.progress import progress
+from bench.training.optimizer_choices import OPTIMIZER_BUILDERS, SCHEDULE_BUILDERS, SCHEDULE_UNITS
 
-OPTIMIZERS = ("adam", "adamw", "sgd")
-SCHEDULES = ("none", "step", "cosine")
-SCHEDULE_UNITS = ("epoch", "step")
+OPTIMIZERS = tuple(OPTIMIZER_BUILDERS)
+SCHEDULES = tuple(SCHEDULE_BUILDERS)
 ALL_ROWS = slice(None)
 
 
@@ -121,12 +121,13 @@ def fit_parameters(parameters: Sequence[Tensor], batch_loss: Callable[[Any], Ten
     if resume is not None and validation is not None:
         raise ValueError("resuming does not restore early-stopping state; pass no validation")
     if optimizer is None:
-        optimizer = _optimizer(parameters, config)
+        optimizer = OPTIMIZER_BUILDERS[config.optimizer](parameters, config)
     steps_per_epoch = (1 if config.batch_size is None
                        else math.ceil(n_rows / config.batch_size))
-    scheduler = (None if config.schedule == "none"
-                 else _scheduler(optimizer, config, steps_per_epoch))
-    per_step = scheduler is not None and config.schedule_unit == "step"
+    unit = SCHEDULE_UNITS[config.schedule_unit]
+    scheduler = SCHEDULE_BUILDERS[config.schedule](
+        optimizer, config, unit.units(config.max_epochs, steps_per_epoch))
+    per_step = scheduler is not None and unit.per_step
     start = 0
     if resume is not None:
         optimizer.load_state_dict(resume.optimizer)
@@ -171,19 +172,3 @@ def fit_parameters(parameters: Sequence[Tensor], batch_loss: Callable[[Any], Ten
             for parameter, best in zip(parameters, best_state, strict=True):
                 parameter.copy_(best)
     return TrainingHistory(epoch + 1, best_epoch, best_value, value)
-
-
-def _optimizer(parameters: Sequence[Tensor], config: TrainingConfig) -> torch.optim.Optimizer:
-    if config.optimizer == "sgd":
-        return torch.optim.SGD(parameters, lr=config.lr, momentum=config.momentum,
-                               nesterov=config.nesterov, weight_decay=config.weight_decay)
-    optimizer_class = torch.optim.Adam if config.optimizer == "adam" else torch.optim.AdamW
-    return optimizer_class(parameters, lr=config.lr, weight_decay=config.weight_decay)
-
-
-def _scheduler(optimizer: torch.optim.Optimizer, config: TrainingConfig, steps_per_epoch: int):
-    schedulers = torch.optim.lr_scheduler
-    if config.schedule == "step":
-        return schedulers.StepLR(optimizer, config.step_every, config.step_factor)
-    length = config.max_epochs * (steps_per_epoch if config.schedule_unit == "step" else 1)
-    return schedulers.CosineAnnealingLR(optimizer, length, eta_min=config.min_lr)

@@ -54,7 +54,6 @@ class TrainedNetwork:
         return self.shape.module(self.theta)
 
 
-PAPER_LOOPS = ("fast", "lightning")
 
 
 def train_paper_mlp(
@@ -73,7 +72,7 @@ def train_paper_mlp(
 
     from bench.datasets.datamodule import TensorDataModule
 
-    require_choice("base.loop", loop, PAPER_LOOPS)
+    fit = PAPER_LOOPS[require_choice("base.loop", loop, PAPER_LOOPS)]
     act = ACTIVATIONS[require_choice("base.activation", activation, ACTIVATIONS)].module
     watch = Stopwatch()
     seed_everything(seed, verbose=False)
@@ -84,7 +83,6 @@ def train_paper_mlp(
     optimizer = partial(torch.optim.Adam, lr=lr)
     datamodule = splits.datamodule or TensorDataModule(splits)
     datamodule.batch_size = batch_size
-    fit = _fit_with_lightning if loop == "lightning" else _fit_like_lightning
     epochs = fit(network, datamodule, optimizer, max_epochs=max_epochs, patience=patience)
     network.eval()
     shape = shape_of(network, activation)
@@ -132,6 +130,11 @@ def _fit_like_lightning(network: torch.nn.Module, datamodule, optimizer: partial
                                  optimizer(network.parameters()), max_epochs=max_epochs,
                                  patience=patience, desc="paper MLP")
     return history.epochs
+
+
+# The training loops of the authors' base MLP by ``base.loop``: the project's (fast) or
+# Lightning's Trainer (the oracle).
+PAPER_LOOPS = {"fast": _fit_like_lightning, "lightning": _fit_with_lightning}
 
 
 def train_map_mlp(

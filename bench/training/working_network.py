@@ -50,13 +50,22 @@ EXP2_SCHEDULES = {
 }
 
 
-def paper_schedule(experiment: str, likelihood: str, specification: str) -> Schedule:
-    """The schedule Appendix A (``exp1``) or Appendix D (``exp2``) gives for a setting."""
-    require_choice("experiment", experiment, ("exp1", "exp2"))
-    if experiment == "exp1":
-        return EXP1_SCHEDULE
+def exp2_schedule(likelihood: str, specification: str) -> Schedule:
+    """Appendix D's schedule of the setting ``(likelihood, specification)``."""
     key = (likelihood, specification)
     return EXP2_SCHEDULES[require_choice("setting", key, EXP2_SCHEDULES)]
+
+
+# The schedule of each experiment given the setting: Appendix A's one schedule (exp1) or
+# Appendix D's per setting (exp2).
+PAPER_SCHEDULES: dict[str, Callable[[str, str], Schedule]] = {
+    "exp1": lambda likelihood, specification: EXP1_SCHEDULE, "exp2": exp2_schedule}
+
+
+def paper_schedule(experiment: str, likelihood: str, specification: str) -> Schedule:
+    """The schedule Appendix A (``exp1``) or Appendix D (``exp2``) gives for a setting."""
+    return PAPER_SCHEDULES[require_choice("experiment", experiment, PAPER_SCHEDULES)](
+        likelihood, specification)
 
 
 def validation_split(x: Tensor, y: Tensor, fraction: float, generator: torch.Generator):
@@ -67,11 +76,24 @@ def validation_split(x: Tensor, y: Tensor, fraction: float, generator: torch.Gen
     return x[fit], y[fit], x[val], y[val]
 
 
+def gaussian_loss(f: Tensor, y: Tensor, noise_variance: float = 1.0) -> Tensor:
+    """Mean Gaussian negative log likelihood up to constants: ``(y-f)^2 / (2 sigma0^2)``."""
+    return ((y - f) ** 2).mean() / (2 * noise_variance)
+
+
+def bernoulli_loss(f: Tensor, y: Tensor, noise_variance: float = 1.0) -> Tensor:
+    """Mean binary cross-entropy of the logits ``f`` (no noise variance)."""
+    return binary_cross_entropy_with_logits(f, y)
+
+
+DATA_LOSSES: dict[str, Callable[[Tensor, Tensor, float], Tensor]] = {
+    "regression": gaussian_loss, "classification": bernoulli_loss}
+
+
 def data_loss(f: Tensor, y: Tensor, likelihood: str, noise_variance: float = 1.0) -> Tensor:
     """Mean negative log likelihood up to constants: ``(y-f)^2 / (2 sigma0^2)`` or BCE."""
-    if likelihood == "regression":
-        return ((y - f) ** 2).mean() / (2 * noise_variance)
-    return binary_cross_entropy_with_logits(f, y)
+    return DATA_LOSSES[require_choice("likelihood", likelihood, DATA_LOSSES)](
+        f, y, noise_variance)
 
 
 @dataclass
@@ -98,14 +120,13 @@ def train_working_network(network: MLPShape, x: Tensor, y: Tensor, likelihood: s
                           validation_fraction: float = 0.1, batch_size: int | None = None,
                           weight_decay: float = 0.0) -> TrainedWorkingModel:
     """Fit ``network`` by AdamW on the non-validation part of ``(x, y)`` (float64)."""
-    require_choice("likelihood", likelihood, ("regression", "classification"))
+    loss_of = DATA_LOSSES[require_choice("likelihood", likelihood, DATA_LOSSES)]
     x_fit, y_fit, x_val, y_val = validation_split(x, y, validation_fraction, generator)
     theta = init_parameters(network, generator, dtype=torch.float64).requires_grad_(True)
     n_fit = x_fit.shape[0]
 
     def batch_loss(rows: Tensor | slice) -> Tensor:
-        loss = data_loss(network.forward_1d(theta, x_fit[rows]), y_fit[rows], likelihood,
-                         noise_variance)
+        loss = loss_of(network.forward_1d(theta, x_fit[rows]), y_fit[rows], noise_variance)
         if prior_variance is not None:
             loss = loss + (theta**2).sum() / (2 * prior_variance * n_fit)
         return loss
@@ -120,10 +141,10 @@ def train_working_network(network: MLPShape, x: Tensor, y: Tensor, likelihood: s
     theta = theta.detach()
     with torch.no_grad():
         diagnostics = {
-            "train_loss": float(data_loss(network.forward_1d(theta, x_fit), y_fit, likelihood,
-                                          noise_variance)),
-            "val_loss": float(data_loss(network.forward_1d(theta, x_val), y_val, likelihood,
-                                        noise_variance)) if len(y_val) else float("nan"),
+            "train_loss": float(loss_of(network.forward_1d(theta, x_fit), y_fit,
+                                        noise_variance)),
+            "val_loss": float(loss_of(network.forward_1d(theta, x_val), y_val,
+                                      noise_variance)) if len(y_val) else float("nan"),
         }
     return TrainedWorkingModel(network, theta, x_fit, y_fit, x_val, y_val, diagnostics)
 

@@ -39,7 +39,8 @@ epoch that a killed run resumes from exactly.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
@@ -71,7 +72,6 @@ from bench.predictive.categorical import Categorical
 from bench.training.loop import LoopState, TrainingConfig, fit_parameters
 
 FLIPOUT_LAYERS = (Conv2dFlipout, LinearFlipout)
-KL_REDUCTIONS = ("mean", "sum")
 OPTIMIZERS = ("adam", "sgd")
 # (posterior mean, posterior rho, prior mean, prior std) buffer names of a flipout layer.
 POSTERIOR_TENSORS = {
@@ -115,18 +115,21 @@ def to_flipout(network: nn.Module, prior_variance: float, mu_init: float,
     return network
 
 
-def kl_divergence(network: nn.Module, reduction: str = "mean") -> Tensor:
-    """KL(q || prior) of the network's flipout layers.
+def flipout_layers(network: nn.Module) -> list[nn.Module]:
+    """The network's flipout layers, in module order."""
+    return [layer for layer in network.modules() if isinstance(layer, FLIPOUT_LAYERS)]
 
-    ``"mean"``: bayesian-torch's ``get_kl_loss``, the sum over layers of ``kl_loss()``, which
-    averages the KL over the elements of the weight tensor and adds that of the bias tensor.
-    ``"sum"``: the KL summed over every weight and bias.
-    """
-    layers = [layer for layer in network.modules() if isinstance(layer, FLIPOUT_LAYERS)]
-    if reduction == "mean":
-        return sum(layer.kl_loss() for layer in layers)
+
+def layer_mean_kl(network: nn.Module) -> Tensor:
+    """bayesian-torch's ``get_kl_loss``: the sum over layers of ``kl_loss()``, which averages
+    the KL over the elements of the weight tensor and adds that of the bias tensor."""
+    return sum(layer.kl_loss() for layer in flipout_layers(network))
+
+
+def summed_kl(network: nn.Module) -> Tensor:
+    """The KL summed over every weight and bias of the flipout layers."""
     total = 0
-    for layer in layers:
+    for layer in flipout_layers(network):
         for names in POSTERIOR_TENSORS[type(layer)]:
             mu, rho, prior_mu, prior_std = (getattr(layer, name) for name in names)
             if mu is not None:
@@ -135,13 +138,25 @@ def kl_divergence(network: nn.Module, reduction: str = "mean") -> Tensor:
     return total
 
 
+# KL(q || prior) of the flipout layers by ``method.kl_reduction``.
+KL_DIVERGENCES: dict[str, Callable[[nn.Module], Tensor]] = {"mean": layer_mean_kl,
+                                                            "sum": summed_kl}
+KL_REDUCTIONS = tuple(KL_DIVERGENCES)
+
+
+def kl_divergence(network: nn.Module, reduction: str = "mean") -> Tensor:
+    """KL(q || prior) of the network's flipout layers by ``reduction``: ``"mean"``
+    (:func:`layer_mean_kl`, bayesian-torch's) or ``"sum"`` (:func:`summed_kl`)."""
+    return KL_DIVERGENCES[require_choice("method.kl_reduction", reduction, KL_REDUCTIONS)](
+        network)
+
+
 def elbo_loss(network: nn.Module, x: Tensor, y: Tensor, n_data: int, kl_weight: float,
-              kl_reduction: str = "mean") -> Tensor:
+              kl: Callable[[nn.Module], Tensor] = layer_mean_kl) -> Tensor:
     """The minibatch objective: mean cross-entropy of one flipout sample of ``network`` on
     ``(x, y)`` plus ``kl_weight * KL / n_data`` (the negative tempered ELBO per data point),
-    KL by :func:`kl_divergence` with ``kl_reduction``."""
-    return (F.cross_entropy(network(x), y)
-            + kl_weight * kl_divergence(network, kl_reduction) / n_data)
+    KL by ``kl`` (one of :data:`KL_DIVERGENCES`)."""
+    return F.cross_entropy(network(x), y) + kl_weight * kl(network) / n_data
 
 
 @dataclass
@@ -167,6 +182,7 @@ class BayesByBackprop:
     prediction: PredictionSettings = PredictionSettings(batch_size=1024)
     sample_seed: int = 711
     device: str = "cpu"
+    kl: Callable[[nn.Module], Tensor] = field(init=False, repr=False, compare=False)
     fits_on_base: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
@@ -180,7 +196,8 @@ class BayesByBackprop:
         for key in ("posterior_mu_init", "posterior_rho_init"):
             require_real(key, getattr(self, key))
         require_real("kl_weight", self.kl_weight, at_least=0)
-        require_choice("method.kl_reduction", self.kl_reduction, KL_REDUCTIONS)
+        self.kl = KL_DIVERGENCES[require_choice("method.kl_reduction", self.kl_reduction,
+                                                KL_REDUCTIONS)]
         require_choice("method.optimizer", self.optimizer, OPTIMIZERS)
         require_real("momentum", self.momentum, at_least=0, below=1)
         if not isinstance(self.nesterov, bool):
@@ -251,13 +268,13 @@ class BayesByBackprop:
         def batch_loss(rows: Tensor) -> Tensor:
             rows = rows.to(device)
             x = images[rows] if augment is None else augment(images[rows], batches)
-            loss = elbo_loss(network, x, labels[rows], n, self.kl_weight, self.kl_reduction)
+            loss = elbo_loss(network, x, labels[rows], n, self.kl_weight, self.kl)
             log.add(loss)
             return loss
 
         def epoch_end(state: LoopState) -> None:
             with torch.no_grad():
-                kl = float(kl_divergence(network, self.kl_reduction))
+                kl = float(self.kl(network))
             log.close_epoch(state.epochs_done - 1, state.optimizer["param_groups"][0]["lr"],
                             kl=kl)
             checkpoints.save(run_checkpoint(state, network, device, generators,

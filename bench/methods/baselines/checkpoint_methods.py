@@ -21,14 +21,13 @@ from torch import Tensor
 from torch.utils.data import DataLoader
 
 from bench.datasets.wilds import WildsJob
-from bench.harness.errors import ConfigError
+from bench.harness.errors import ConfigError, require_choice
 from bench.methods.baselines.gaussian_noise import fit_noise_sd
 from bench.methods.baselines.temperature_scaling import fit_temperature
 from bench.models.wilds_networks import FeatureNetwork, features_and_outputs
 from bench.predictive.categorical import Categorical
 from bench.predictive.densities import Gaussian
 
-TASKS = ("classification", "regression")
 NOISE_DEFAULTS = {"lr": 0.1, "epochs": 10, "batch_size": 64, "initial_sd": 1.0}
 
 
@@ -45,6 +44,53 @@ def validation_noise_sd(job: WildsJob, member: str, noise: dict[str, Any], devic
     return fit_noise_sd(mean.reshape(-1), job.targets("validation"), float(settings["lr"]),
                         int(settings["epochs"]), int(settings["batch_size"]),
                         float(settings["initial_sd"]))
+
+
+class ClassificationReadout:
+    """A classification data set: no noise to fit; softmax predictives."""
+
+    def fit_noise(self, job: WildsJob, member: str, noise: dict[str, Any], device: str
+                  ) -> dict[str, float]:
+        """Nothing to fit."""
+        return {}
+
+    def single(self, outputs: Tensor, noise_sd: float | None) -> Categorical:
+        """The softmax of one network's logits ``[N, K]``."""
+        return Categorical.from_logits(outputs.double())
+
+    def ensemble(self, outputs: Tensor, noise_sd: float | None) -> Categorical:
+        """The mean of the members' softmaxes (``outputs`` ``[M, N, K]``, float64)."""
+        return Categorical.mean_of(torch.softmax(outputs, dim=-1))
+
+
+class RegressionReadout:
+    """A regression data set: the noise sd fitted on the validation split is added."""
+
+    def fit_noise(self, job: WildsJob, member: str, noise: dict[str, Any], device: str
+                  ) -> dict[str, float]:
+        """``{"noise_sd": ...}`` from ``member``'s validation predictions."""
+        return {"noise_sd": validation_noise_sd(job, member, noise, device)}
+
+    def single(self, outputs: Tensor, noise_sd: float | None) -> Gaussian:
+        """``N(f(x), noise_sd^2)``."""
+        mean = outputs.double().reshape(-1)
+        return Gaussian(mean, torch.full_like(mean, noise_sd**2))
+
+    def ensemble(self, outputs: Tensor, noise_sd: float | None) -> Gaussian:
+        """The members' mean and unbiased variance plus the noise variance."""
+        outputs = outputs.reshape(len(outputs), -1)
+        return Gaussian(outputs.mean(dim=0), outputs.var(dim=0) + noise_sd**2)
+
+
+# How a checkpoint method reads each task of a data set (``dataset.task``).
+TASK_READOUTS: dict[str, ClassificationReadout | RegressionReadout] = {
+    "classification": ClassificationReadout(), "regression": RegressionReadout()}
+TASKS = tuple(TASK_READOUTS)
+
+
+def task_readout(job: WildsJob) -> ClassificationReadout | RegressionReadout:
+    """The readout of the job's data set task (a one-line ConfigError for another task)."""
+    return TASK_READOUTS[require_choice("dataset.task", job.data.task, TASKS)]
 
 
 @dataclass
@@ -64,20 +110,16 @@ class CheckpointMap:
 
     def fit(self, data: WildsJob, seed: int, base: Any = None) -> dict:
         """Load the checkpoint; for regression fit the noise sd on the validation split."""
-        self.job, self.regression = data, data.data.task == "regression"
+        self.job, self.readout = data, task_readout(data)
         self.network = data.network(self.member)
-        if not self.regression:
-            return {"member": self.member}
-        self.noise_sd = validation_noise_sd(data, self.member, self.noise, self.device)
-        return {"member": self.member, "noise_sd": self.noise_sd}
+        noise = self.readout.fit_noise(data, self.member, self.noise, self.device)
+        self.noise_sd = noise.get("noise_sd")
+        return {"member": self.member, **noise}
 
     def predict(self, x: DataLoader) -> Categorical | Gaussian:
         """Softmax of the outputs, or the Gaussian with the fitted noise variance."""
-        outputs = network_outputs(self.network, x, self.device)
-        if not self.regression:
-            return Categorical.from_logits(outputs.double())
-        mean = outputs.double().reshape(-1)
-        return Gaussian(mean, torch.full_like(mean, self.noise_sd**2))
+        return self.readout.single(network_outputs(self.network, x, self.device),
+                                   self.noise_sd)
 
 
 @dataclass
@@ -134,18 +176,14 @@ class CheckpointEnsemble:
             raise ConfigError(f"method.members={self.keys} is not valid; an ensemble needs "
                               "at least two checkpoints")
         self.networks = [data.network(key) for key in self.keys]
-        self.regression = data.data.task == "regression"
-        if not self.regression:
-            return {"members": self.keys}
-        self.noise_sd = validation_noise_sd(data, self.keys[0], self.noise, self.device)
-        return {"members": self.keys, "noise_sd": self.noise_sd}
+        self.readout = task_readout(data)
+        noise = self.readout.fit_noise(data, self.keys[0], self.noise, self.device)
+        self.noise_sd = noise.get("noise_sd")
+        return {"members": self.keys, **noise}
 
     def predict(self, x: DataLoader) -> Categorical | Gaussian:
         """Mean of the members' softmaxes; regression: the members' mean and unbiased
         variance plus the noise variance."""
         outputs = torch.stack([network_outputs(network, x, self.device).double()
                                for network in self.networks])
-        if not self.regression:
-            return Categorical.mean_of(torch.softmax(outputs, dim=-1))
-        outputs = outputs.reshape(len(self.networks), -1)
-        return Gaussian(outputs.mean(dim=0), outputs.var(dim=0) + self.noise_sd**2)
+        return self.readout.ensemble(outputs, self.noise_sd)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
@@ -87,7 +87,22 @@ def code_step_size(step: int, *, steps_per_epoch: int, n_data: int, epochs: int,
     return 0.5 * lr * (math.cos(math.pi * (counter % period) / period) + 1)
 
 
-STEP_COUNTERS = ("steps", "code")
+def steps_schedule(sampler: CyclicalSGHMC, n_data: int, steps_per_epoch: int) -> None:
+    """``step_counter="steps"``: no override, the sampler's smooth cosine over real steps."""
+    return None
+
+
+def code_schedule(sampler: CyclicalSGHMC, n_data: int, steps_per_epoch: int
+                  ) -> Callable[[int], float]:
+    """``step_counter="code"``: the authors' counter (:func:`code_step_size`) per step."""
+    epochs = sampler.cycles * sampler.epochs_per_cycle
+    return lambda step: code_step_size(step, steps_per_epoch=steps_per_epoch, n_data=n_data,
+                                       epochs=epochs, cycles=sampler.cycles, lr=sampler.lr)
+
+
+# The step-size schedules by ``method.step_counter`` (None: the sampler's own).
+STEP_SIZE_SCHEDULES = {"steps": steps_schedule, "code": code_schedule}
+STEP_COUNTERS = tuple(STEP_SIZE_SCHEDULES)
 
 
 def sghmc_update(theta: Tensor, momentum: Tensor, grad: Tensor, *, lr: float, friction: float,
@@ -167,6 +182,8 @@ class CyclicalSGHMC:
     # which assumes 128-row batches (code_step_size).
     step_counter: str = "steps"
     device: str = "cpu"
+    step_size_schedule: Callable[..., Callable[[int], float] | None] = field(
+        init=False, repr=False, compare=False)
     fits_on_base: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
@@ -181,7 +198,8 @@ class CyclicalSGHMC:
         require_real("lr", self.lr, above=0)
         require_real("friction", self.friction, above=0, at_most=1)
         require_real("weight_decay", self.weight_decay, at_least=0)
-        require_choice("method.step_counter", self.step_counter, STEP_COUNTERS)
+        self.step_size_schedule = STEP_SIZE_SCHEDULES[
+            require_choice("method.step_counter", self.step_counter, STEP_COUNTERS)]
 
     def recipe(self, data: TrainingSet) -> dict:
         """Everything that decides the samples except the seed."""
@@ -211,12 +229,7 @@ class CyclicalSGHMC:
     def _step_size(self, n_data: int, steps_per_epoch: int) -> Callable[[int], float] | None:
         """The code's step size per step when ``step_counter`` is "code", else None (the
         sampler's smooth cosine)."""
-        if self.step_counter == "steps":
-            return None
-        epochs = self.cycles * self.epochs_per_cycle
-        return lambda step: code_step_size(step, steps_per_epoch=steps_per_epoch,
-                                           n_data=n_data, epochs=epochs, cycles=self.cycles,
-                                           lr=self.lr)
+        return self.step_size_schedule(self, n_data, steps_per_epoch)
 
     @property
     def n_samples(self) -> int:

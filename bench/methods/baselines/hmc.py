@@ -9,6 +9,7 @@ gradient is a single small forward/backward pass.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -28,7 +29,10 @@ from bench.models.activations import ACTIVATIONS
 from bench.models.mlp import MLPShape, init_parameters
 from bench.predictive.densities import Gaussian
 
-VARIANCES = ("paper", "corrected")
+# Copies of the sample variance in the predictive variance by ``method.variance``: the
+# authors' double count (paper) or one (corrected).
+VARIANCE_COPIES = {"paper": 2.0, "corrected": 1.0}
+VARIANCES = tuple(VARIANCE_COPIES)
 SAMPLERS = ("fast", "pyro")
 _PREDICT_CHUNK = 256
 _TRACED_INPUTS = 5
@@ -74,12 +78,15 @@ class HMCMethod:
     device: str = "cpu"
     samples: Tensor | None = field(default=None, init=False, repr=False)
     shape: MLPShape | None = field(default=None, init=False, repr=False)
+    run_sampler: Callable[[GaussianMLPPotential, Tensor, int], tuple[Tensor, float, float]] = (
+        field(init=False, repr=False, compare=False))
     fits_on_base: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         require_choice("method.activation", self.activation, ACTIVATIONS)
         require_choice("method.variance", self.variance, VARIANCES)
-        require_choice("method.sampler", self.sampler, SAMPLERS)
+        self.run_sampler = {"fast": self._run_fast, "pyro": self._run_pyro}[
+            require_choice("method.sampler", self.sampler, SAMPLERS)]
         for key in ("tau_in", "tau_out", "step_size", "num_steps_per_sample", "num_samples",
                     "inverse_mass"):
             require_positive(f"method.{key}", getattr(self, key))
@@ -110,22 +117,26 @@ class HMCMethod:
         theta0 = init_parameters(self.shape, generator, x.dtype, device=device)
 
         target = GaussianMLPPotential(self.shape, x, y, self.tau_in, self.tau_out)
-        if self.sampler == "fast":
-            pyro.set_rng_seed(seed)
-            watch = Stopwatch()
-            run = sample_hmc(target, theta0, step_size=self.step_size,
-                             num_steps=self.num_steps_per_sample, inverse_mass=self.inverse_mass,
-                             num_samples=self.num_samples, burn=self.burn)
-            self.samples, acceptance_rate = run.samples, run.acceptance_rate
-            seconds = watch.elapsed()
-        else:
-            self.samples, acceptance_rate, seconds = self._run_pyro(target.energy, theta0, seed)
+        self.samples, acceptance_rate, seconds = self.run_sampler(target, theta0, seed)
         return {**self._mixing(x, y), "acceptance_rate": acceptance_rate,
                 "num_kept": int(self.samples.shape[0]), "sampling_seconds": seconds}
 
-    def _run_pyro(self, potential, theta0: Tensor, seed: int) -> tuple[Tensor, float, float]:
+    def _run_fast(self, target: GaussianMLPPotential, theta0: Tensor, seed: int
+                  ) -> tuple[Tensor, float, float]:
+        """The project's sampler (:func:`sample_hmc`) after ``pyro.set_rng_seed(seed)``:
+        (kept states, acceptance rate of the kept ones, wall seconds of the run)."""
+        pyro.set_rng_seed(seed)
+        watch = Stopwatch()
+        run = sample_hmc(target, theta0, step_size=self.step_size,
+                         num_steps=self.num_steps_per_sample, inverse_mass=self.inverse_mass,
+                         num_samples=self.num_samples, burn=self.burn)
+        return run.samples, run.acceptance_rate, watch.elapsed()
+
+    def _run_pyro(self, target: GaussianMLPPotential, theta0: Tensor, seed: int
+                  ) -> tuple[Tensor, float, float]:
         """pyro's HMC kernel under MCMC: (kept states, acceptance rate of the kept ones, wall
         seconds of the run)."""
+        potential = target.energy
         kernel = HMC(potential_fn=lambda params: potential(params["theta"]),
                      step_size=self.step_size, adapt_step_size=False, adapt_mass_matrix=False)
         # pyro takes int(trajectory_length / step_size) leapfrog steps; the half step keeps
@@ -156,8 +167,12 @@ class HMCMethod:
     def predict(self, x: Tensor) -> Gaussian:
         """Gaussian predictive at ``x``: sample mean, and the configured variance (see class)."""
         f = self.sample_predictions(x)
-        copies = 2.0 if self.variance == "paper" else 1.0
-        return Gaussian(f.mean(0), copies * f.var(0) + 1.0 / self.tau_out)
+        return Gaussian(f.mean(0), self.variance_copies * f.var(0) + 1.0 / self.tau_out)
+
+    @property
+    def variance_copies(self) -> float:
+        """Copies of the sample variance in the predictive variance (``variance``)."""
+        return VARIANCE_COPIES[self.variance]
 
     def _mixing(self, x: Tensor, y: Tensor) -> dict[str, float]:
         """Split R-hat and ESS of the log-likelihood and of f at a few training inputs."""

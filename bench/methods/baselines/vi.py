@@ -50,7 +50,8 @@ class _LightningUQVI:
 
     def __post_init__(self) -> None:
         require_choice("method.activation", self.activation, ACTIVATIONS)
-        require_choice("method.loop", self.loop, VI_LOOPS)
+        self.fit_loop = {"fast": self._fit_like_lightning, "lightning": self._fit_with_lightning}[
+            require_choice("method.loop", self.loop, VI_LOOPS)]
         if self.loop == "fast" and self.accelerator != "cpu":
             raise ConfigError(f"method.loop=fast trains on the CPU; method.accelerator="
                               f"{self.accelerator!r} needs method.loop=lightning")
@@ -82,14 +83,13 @@ class _LightningUQVI:
         watch = Stopwatch()
         datamodule = data.datamodule or TensorDataModule(data)
         batch_size = getattr(datamodule, "batch_size", None)
-        fit = self._fit_with_lightning if self.loop == "lightning" else self._fit_like_lightning
         with quiet_lightning():
             seed_everything(seed, verbose=False)
             for _ in range(2):
                 module = self._module(data.n_features)
             datamodule.batch_size = self.batch_size
             try:
-                diagnostics = fit(module, datamodule)
+                diagnostics = self.fit_loop(module, datamodule)
             finally:
                 datamodule.batch_size = batch_size
         self.module = module.cpu()

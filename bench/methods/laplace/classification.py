@@ -55,6 +55,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -66,6 +67,11 @@ from torch.utils.data import DataLoader, TensorDataset
 from bench.datasets.augmentation import Augment
 from bench.harness.errors import ConfigError, require_choice, require_positive
 from bench.harness.rng import derived_seed, make_generator
+from bench.methods.laplace.la_predictives import (
+    LINK_APPROXIMATIONS,
+    PRED_TYPES,
+    laplace_predictive,
+)
 from bench.methods.settings import PredictionSettings, require_positive_int, settings_node
 from bench.metrics.memory import held_tensors, storage_key
 from bench.predictive.categorical import Categorical
@@ -77,9 +83,7 @@ STRUCTURES = ("diag", "kron", "full", "lowrank")
 # the GGN's (bench.methods.laplace.lowrank_laplace). Over all weights only, post hoc.
 BUILT_HERE = {"lowrank": "bench.methods.laplace.lowrank_laplace.GGNLowRankLaplace"}
 BACKENDS = ("AsdlGGN", "AsdlEF", "CurvlinopsGGN", "CurvlinopsEF", "BackPackGGN", "BackPackEF")
-PRED_TYPES = ("glm", "nn")
-LINK_APPROXIMATIONS = ("probit", "mc", "bridge", "bridge_norm")
-PRIOR_TUNINGS = ("fixed", "marglik", "online_marglik")
+PRIOR_TUNINGS = ("fixed", "marglik", "online_marglik")  # PRIOR_FITS' keys
 # Combinations Laplace Redux leaves out of its variant grid (appendix C.1: "do not work well at
 # all"): (subset_of_weights, prior_tuning) -> why. A one-line ConfigError names them.
 LEFT_OUT = {("last_layer", "online_marglik"): "Laplace Redux C.1 leaves online Laplace over "
@@ -142,25 +146,20 @@ def backend_class(name: str) -> type:
     return getattr(laplace.curvature, require_choice("method.backend", name, BACKENDS))
 
 
-def laplace_predictive(la: Any, x: Tensor, pred_type: str, link_approx: str, n_samples: int,
-                       seed: int, batch_size: int) -> Categorical:
-    """The predictive class probabilities of a fitted laplace-torch object ``la`` at ``x``, in
-    chunks of ``batch_size`` (sampled predictives: module docstring; ``seed`` seeds them)."""
-    reference = next(la.model.parameters())
-    device = reference.device
-    chunks = x.to(device=device, dtype=reference.dtype).split(batch_size)
-    if pred_type == "glm" and link_approx != "mc":
-        probs = [la(chunk, pred_type="glm", link_approx=link_approx) for chunk in chunks]
-    elif pred_type == "glm":
-        generator = make_generator(seed, str(device))
-        probs = [la.predictive_samples(chunk, pred_type="glm", n_samples=n_samples,
-                                       generator=generator).mean(dim=0) for chunk in chunks]
-    else:
-        with torch.no_grad():
-            probs = [la.predictive_samples(
-                chunk, pred_type="nn", n_samples=n_samples,
-                generator=make_generator(seed, str(device))).mean(dim=0) for chunk in chunks]
-    return Categorical(torch.cat(probs).detach())
+def keep_prior(method: LaplaceTorchClassifier) -> None:
+    """``prior_tuning="fixed"``: the configured prior precision stays."""
+
+
+def tune_prior_by_marglik(method: LaplaceTorchClassifier) -> None:
+    """``prior_tuning="marglik"``: laplace-torch's ``optimize_prior_precision`` on the fitted
+    ``method.la`` (Redux LA/LA*)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="By default `link_approx`")
+        method.la.optimize_prior_precision(
+            pred_type=method.pred_type, method="marglik", n_steps=method.tune_steps,
+            lr=method.tune_lr, init_prior_prec=float(method.prior_precision),
+            prior_structure=method.prior_structure, link_approx=method.link_approx,
+            n_samples=method.n_samples)
 
 
 @dataclass
@@ -242,9 +241,13 @@ class LaplaceTorchClassifier:
                                   f"({reason}); choose another backend")
 
     def fit(self, data: ClassificationTrainData, seed: int, base: Any = None) -> dict:
-        """Fit the curvature of ``base`` on ``data``'s training set; tune the prior if asked."""
-        if self.prior_tuning == "online_marglik":
-            return self._fit_online(data, seed)
+        """Fit the curvature of ``base`` on ``data``'s training set; tune the prior if asked
+        (``prior_tuning``: :data:`PRIOR_FITS`)."""
+        return PRIOR_FITS[self.prior_tuning](self, data, seed, base)
+
+    def _fit_post_hoc(self, data: ClassificationTrainData, seed: int, base: Any,
+                      tune_prior: Callable[[LaplaceTorchClassifier], None]) -> dict:
+        """Fit the curvature of ``base``, then ``tune_prior(self)``."""
         if base is None:
             raise ValueError("LaplaceTorchClassifier.fit needs the trained network (base=)")
         network = copy.deepcopy(network_of(base)).to(self.device).eval()
@@ -261,14 +264,7 @@ class LaplaceTorchClassifier:
             generator = make_generator(derived_seed(int(seed), spawn_key=(AUGMENT_STREAM,)))
             inputs = augmented_once(data.train_inputs, augment, self.batch_size, generator)
         self.la.fit(train_loader(data, self.batch_size, dtype, inputs))
-        if self.prior_tuning == "marglik":
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="By default `link_approx`")
-                self.la.optimize_prior_precision(
-                    pred_type=self.pred_type, method="marglik", n_steps=self.tune_steps,
-                    lr=self.tune_lr, init_prior_prec=float(self.prior_precision),
-                    prior_structure=self.prior_structure, link_approx=self.link_approx,
-                    n_samples=self.n_samples)
+        tune_prior(self)
         self.seed = int(seed)
         with torch.no_grad():
             log_marglik = float(self.la.log_marginal_likelihood())
@@ -353,3 +349,13 @@ class LaplaceTorchClassifier:
         stored = {storage_key(t) for t in self.stored_tensors().values()}
         held = held_tensors(self.la, "la", packages=("laplace",), skip=NOT_STATE)
         return {name: t for name, t in held.items() if storage_key(t) not in stored}
+
+
+# How the classifier is fitted by ``method.prior_tuning``: post hoc on the base network with
+# the prior kept or tuned by the marginal likelihood, or trained by online marglik.
+PRIOR_FITS: dict[str, Callable[..., dict]] = {
+    "fixed": lambda method, data, seed, base: method._fit_post_hoc(data, seed, base,
+                                                                   keep_prior),
+    "marglik": lambda method, data, seed, base: method._fit_post_hoc(data, seed, base,
+                                                                     tune_prior_by_marglik),
+    "online_marglik": lambda method, data, seed, base: method._fit_online(data, seed)}

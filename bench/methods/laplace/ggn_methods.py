@@ -28,19 +28,22 @@ from bench.methods.laplace.ggn_laplace import (
     laplace_ggn_log_evidence,
     laplace_ggn_posterior,
 )
+from bench.methods.laplace.ggn_predictive_rules import (
+    FUNCTION_DRAWS,
+    GGN_PREDICTIVES,
+    GGNPredictiveRule,
+)
 from bench.models.glm_likelihoods import BernoulliLikelihood, Likelihood, make_likelihood
 from bench.models.mlp import MLPShape, init_parameters
 from bench.predictive.categorical import Categorical
 from bench.predictive.densities import Gaussian
 from bench.training.network_grid import polish_network_grid, train_network_grid
 
-PREDICTIVES = ("glm", "nn", "blr")
+PREDICTIVES = tuple(GGN_PREDICTIVES)
 LR_SCHEDULES = ("none", "cosine")
 # derived_seed([seed, stream]) streams of one job: Monte Carlo draws during fitting, then
 # the predictive's parameter draws.
 FIT_STREAM, DRAW_STREAM = 1, 2
-# Parameter draws evaluated at once (bounds the memory of NN sampling on many inputs).
-DRAW_CHUNK = 100
 
 
 @dataclass
@@ -58,6 +61,7 @@ class GGNPosteriorMethod:
     predictive: str = "glm"
     model: GGNPredictive | None = field(default=None, init=False, repr=False)
     draws: Tensor | None = field(default=None, init=False, repr=False)
+    predictive_rule: GGNPredictiveRule = field(init=False, repr=False, compare=False)
 
     fits_on_base: ClassVar[bool] = False
 
@@ -65,9 +69,10 @@ class GGNPosteriorMethod:
         self.hidden = tuple(int(width) for width in self.hidden)
         require_positive("method.prior_precision", self.prior_precision)
         require_positive("method.n_predictive_samples", self.n_predictive_samples)
-        require_choice("method.predictive", self.predictive, PREDICTIVES)
+        self.predictive_rule = GGN_PREDICTIVES[require_choice("method.predictive",
+                                                              self.predictive, PREDICTIVES)]
         self.likelihood_model()
-        if self.predictive == "blr" and self.likelihood == "bernoulli":
+        if not self.predictive_rule.classifies and self.likelihood == "bernoulli":
             raise ConfigError("method.predictive='blr' gives a Gaussian over y; with "
                               "likelihood=bernoulli choose one of: glm, nn")
 
@@ -91,13 +96,10 @@ class GGNPosteriorMethod:
     def function_samples(self, x: Tensor, kind: str) -> Tensor:
         """The predictive's function draws ``[S, m]``: ``nn`` (the network at each draw) or
         ``glm`` (the linearised network at each draw)."""
-        require_choice("predictive", kind, ("nn", "glm"))
+        rule = FUNCTION_DRAWS[require_choice("predictive", kind, FUNCTION_DRAWS)]
         if self.model is None:
             raise RuntimeError(f"{self.name}: fit before predicting")
-        compute = (self.model.network_outputs if kind == "nn"
-                   else self.model.linearised_outputs)
-        with torch.no_grad():
-            return torch.cat([compute(chunk, x) for chunk in self.draws.split(DRAW_CHUNK)])
+        return rule.function_draws(self.model, self.draws, x)
 
     def predict(self, x: Tensor) -> Gaussian | Categorical:
         """Regression: a Gaussian over y (``glm`` / ``blr``: closed form, sigma^2 added;
@@ -106,14 +108,11 @@ class GGNPosteriorMethod:
         if self.model is None:
             raise RuntimeError(f"{self.name}: fit before predicting")
         if isinstance(self.model.likelihood, BernoulliLikelihood):
-            p = torch.sigmoid(self.function_samples(x, self.predictive)).mean(0)
+            draws = self.predictive_rule.function_draws(self.model, self.draws, x)
+            p = torch.sigmoid(draws).mean(0)
             return Categorical(torch.stack([1 - p, p], dim=1))
-        noise = float(self.noise_variance)
-        if self.predictive == "nn":
-            draws = self.function_samples(x, "nn")
-            return Gaussian(draws.mean(0), draws.var(0) + noise)
-        mean, variance = self.model.glm_function_moments(x)
-        return Gaussian(mean, variance + noise)
+        return self.predictive_rule.regression(self.model, self.draws, x,
+                                               float(self.noise_variance))
 
 
 @dataclass

@@ -13,8 +13,7 @@ sigma to convergence, and keeps the values after every update.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import torch
@@ -23,6 +22,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from bench.datasets.regression_splits import RegressionSplits
 from bench.harness.errors import require_choice, require_positive
+from bench.methods.laplace.la_protocols import LA_PROTOCOLS, CorrectedTuning, PaperTuning
 from bench.predictive.densities import Gaussian
 from bench.training.regression_network import TrainedNetwork
 
@@ -42,6 +42,14 @@ class LaplaceTorchMethod:
     tune_lr: float = 1e-3
     batch_size: int = 64
     fits_on_base: ClassVar[bool] = True
+    tuning: PaperTuning | CorrectedTuning = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        require_choice("method.subset_of_weights", self.subset_of_weights, SUBSETS)
+        require_choice("method.hessian_structure", self.hessian_structure, HESSIANS)
+        self.tuning = LA_PROTOCOLS[require_choice("protocol.name", self.protocol, LA_PROTOCOLS)]
+        if self.tune_steps < 0:
+            require_positive("method.tune_steps", self.tune_steps)
 
     def fit(self, data: RegressionSplits, seed: int, base: TrainedNetwork | None = None) -> dict:
         """Fit the curvature of ``base`` on the training data, then tune the hyperparameters."""
@@ -49,38 +57,25 @@ class LaplaceTorchMethod:
 
         if base is None:
             raise ValueError("LaplaceTorchMethod.fit needs the trained base network (base=)")
-        require_choice("method.subset_of_weights", self.subset_of_weights, SUBSETS)
-        require_choice("method.hessian_structure", self.hessian_structure, HESSIANS)
-        require_choice("protocol.name", self.protocol, ("paper", "corrected"))
-        if self.tune_steps < 0:
-            require_positive("method.tune_steps", self.tune_steps)
         dtype = base.theta.dtype
         net = base.module()
-        paper = self.protocol == "paper"
-        sigma0 = 1.0 if paper else math.sqrt(base.noise_variance)
-        prior0 = 1.0 if paper else base.prior_precision
+        sigma0, prior0 = self.tuning.start(base)
         self.la = Laplace(net, "regression", subset_of_weights=self.subset_of_weights,
                           hessian_structure=self.hessian_structure, sigma_noise=sigma0,
                           prior_precision=prior0)
         loader = DataLoader(TensorDataset(data.x_train.to(dtype), data.y_train.to(dtype)),
                             batch_size=self.batch_size)
         self.la.fit(loader)
-        if paper:
-            # lightning-uq-box's torch.ones(1): the default dtype, float32 in the authors' runs.
-            log_prior = torch.ones(1, dtype=torch.float32, requires_grad=True)
-        else:
-            log_prior = torch.tensor([math.log(prior0)], dtype=dtype, requires_grad=True)
-        log_sigma = torch.tensor([math.log(sigma0)], dtype=dtype, requires_grad=not paper)
-        tune_by_marginal_likelihood(self.la, log_prior, log_sigma,
-                                    [log_prior] if paper else [log_prior, log_sigma],
+        log_prior, log_sigma, trained = self.tuning.log_hyperparameters(sigma0, prior0, dtype)
+        tune_by_marginal_likelihood(self.la, log_prior, log_sigma, trained,
                                     steps=self.tune_steps, lr=self.tune_lr,
-                                    keep_last_update=not paper)
+                                    keep_last_update=self.tuning.keeps_last_update)
         with torch.no_grad():
             log_marglik = self.la.log_marginal_likelihood()
         return {"prior_precision": float(self.la.prior_precision.mean()),
                 "sigma_noise": float(self.la.sigma_noise),
                 "log_marginal_likelihood": float(log_marglik),
-                "tune_updates_kept": max(self.tune_steps - 1, 0) if paper else self.tune_steps}
+                "tune_updates_kept": self.tuning.updates_kept(self.tune_steps)}
 
     def predict(self, x: Tensor) -> Gaussian:
         """GLM predictive: mean f(x), variance f_var + sigma_noise^2."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -27,7 +28,7 @@ from torch.utils.data import DataLoader, TensorDataset
 from bench.datasets.wilds import WildsJob
 from bench.harness.errors import require_choice, require_positive
 from bench.harness.rng import make_generator
-from bench.methods.baselines.checkpoint_methods import TASKS, validation_noise_sd
+from bench.methods.baselines.checkpoint_methods import TASKS, task_readout
 from bench.methods.laplace.classification import BACKENDS, backend_class
 from bench.methods.settings import PredictionSettings, require_positive_int, settings_node
 from bench.models.wilds_networks import features_and_outputs
@@ -37,19 +38,66 @@ from bench.predictive.densities import Gaussian
 STRUCTURES = ("full", "kron", "diag")
 
 
+class ClassificationHead:
+    """laplace-torch's classification Laplace of the head; Monte Carlo GLM predictive."""
+
+    laplace_options: ClassVar[dict[str, Any]] = {}
+
+    def targets(self, targets: Tensor) -> Tensor:
+        """Class indices as laplace-torch takes them."""
+        return targets.long()
+
+    def predictive(self, la: Any, chunks: Sequence[Tensor], noise_sd: float | None,
+                   n_samples: int, seed: int, device: str) -> Categorical:
+        """The class probabilities averaged over ``n_samples`` draws of the logits per chunk,
+        all chunks from one generator of ``seed``."""
+        generator = make_generator(seed, str(torch.device(device)))
+        probs = [la.predictive_samples(chunk, pred_type="glm", n_samples=n_samples,
+                                       generator=generator).mean(dim=0).double().cpu()
+                 for chunk in chunks]
+        return Categorical(torch.cat(probs).detach())
+
+
+class RegressionHead:
+    """laplace-torch's regression Laplace of the head (sigma = 1 in the Hessian, the
+    library's default the authors left); the GLM predictive plus the fitted noise variance."""
+
+    laplace_options: ClassVar[dict[str, Any]] = {"sigma_noise": 1.0}
+
+    def targets(self, targets: Tensor) -> Tensor:
+        """A float column of targets."""
+        return targets.reshape(-1, 1).float()
+
+    def predictive(self, la: Any, chunks: Sequence[Tensor], noise_sd: float | None,
+                   n_samples: int, seed: int, device: str) -> Gaussian:
+        """``N(f(x), f_var + noise_sd^2)`` from the closed-form GLM predictive."""
+        means, variances = [], []
+        with torch.no_grad():
+            for chunk in chunks:
+                mean, f_var = la(chunk, pred_type="glm")
+                means.append(mean.reshape(-1).double().cpu())
+                variances.append(f_var.reshape(-1).double().cpu())
+        return Gaussian(torch.cat(means), torch.cat(variances) + noise_sd**2)
+
+
+# The head's Laplace and predictive by the data set's task (laplace-torch's likelihood).
+HEAD_TASKS: dict[str, ClassificationHead | RegressionHead] = {
+    "classification": ClassificationHead(), "regression": RegressionHead()}
+
+
 def head_laplace(head: nn.Linear, likelihood: str, hessian_structure: str, backend: str,
                  prior_precision: float, features: Tensor, targets: Tensor, batch_size: int,
                  device: str) -> Any:
     """laplace-torch's last-layer Laplace of ``head`` fitted on its inputs ``features``."""
     from laplace import Laplace
 
+    task = HEAD_TASKS[require_choice("dataset.task", likelihood, HEAD_TASKS)]
     model = nn.Sequential(copy.deepcopy(head)).to(device).eval()
-    options = {"sigma_noise": 1.0} if likelihood == "regression" else {}
     la = Laplace(model, likelihood, subset_of_weights="last_layer", last_layer_name="0",
                  hessian_structure=hessian_structure, prior_precision=float(prior_precision),
-                 backend=backend_class(backend), **options)
-    targets = targets.reshape(-1, 1).float() if likelihood == "regression" else targets.long()
-    la.fit(DataLoader(TensorDataset(features.float(), targets), batch_size=batch_size))
+                 backend=backend_class(backend), **task.laplace_options)
+    la.fit(DataLoader(TensorDataset(features.float(), task.targets(targets)),
+                      batch_size=batch_size))
     return la
 
 
@@ -100,26 +148,13 @@ class CheckpointLastLayerLaplace:
                        "laplace_class": type(self.la).__name__,
                        "n_parameters": int(self.la.n_params), "n_train": len(features),
                        "n_samples": self.n_samples}
-        if self.likelihood == "regression":
-            self.noise_sd = validation_noise_sd(data, self.member, self.noise, self.device)
-            diagnostics["noise_sd"] = self.noise_sd
-        return diagnostics
+        noise = task_readout(data).fit_noise(data, self.member, self.noise, self.device)
+        self.noise_sd = noise.get("noise_sd")
+        return {**diagnostics, **noise}
 
     def predict(self, x: DataLoader) -> Categorical | Gaussian:
         """GLM predictive at the loader's inputs (module docstring)."""
         features, _ = features_and_outputs(self.network, x, self.device)
         chunks = features.to(self.device).split(self.prediction.batch_size)
-        if self.likelihood == "regression":
-            means, variances = [], []
-            with torch.no_grad():
-                for chunk in chunks:
-                    mean, f_var = self.la(chunk, pred_type="glm")
-                    means.append(mean.reshape(-1).double().cpu())
-                    variances.append(f_var.reshape(-1).double().cpu())
-            mean = torch.cat(means)
-            return Gaussian(mean, torch.cat(variances) + self.noise_sd**2)
-        generator = make_generator(self.seed, str(torch.device(self.device)))
-        probs = [self.la.predictive_samples(chunk, pred_type="glm", n_samples=self.n_samples,
-                                            generator=generator).mean(dim=0).double().cpu()
-                 for chunk in chunks]
-        return Categorical(torch.cat(probs).detach())
+        return HEAD_TASKS[self.likelihood].predictive(self.la, chunks, self.noise_sd,
+                                                      self.n_samples, self.seed, self.device)

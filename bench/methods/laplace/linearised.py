@@ -27,7 +27,8 @@ Surrogates replace ``Omega^-1`` by a covariance ``Sigma``:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -41,16 +42,46 @@ from bench.harness.errors import require_choice
 from bench.models.mlp import MLPShape
 from bench.predictive.densities import Gaussian
 
-LIKELIHOODS = ("regression", "classification")
+
+class RegressionOutputs:
+    """Gaussian noise of variance ``sigma0^2`` (eq. 1-2)."""
+
+    def curvature(self, f: Tensor, noise_variance: float) -> Tensor:
+        """``H_n = 1 / sigma0^2`` per training output."""
+        return torch.full_like(f, 1.0 / noise_variance)
+
+    def predictive(self, function: Gaussian, noise_variance: float) -> Gaussian:
+        """The predictive of ``y*``: ``N(f(x), sigma0^2 + g^T Sigma g)`` (eq. 1)."""
+        return Gaussian(function.mean, noise_variance + function.variance)
+
+
+class BinaryClassificationOutputs:
+    """A Bernoulli label with logit ``f`` (Appendix C)."""
+
+    def curvature(self, f: Tensor, noise_variance: float) -> Tensor:
+        """``H_n = s(1 - s)`` with ``s = sigmoid(f)`` (no noise variance)."""
+        s = torch.sigmoid(f)
+        return s * (1 - s)
+
+    def predictive(self, function: Gaussian, noise_variance: float) -> Gaussian:
+        """The linearised logit's Gaussian itself (the probability is taken from it later)."""
+        return function
+
+
+OUTPUT_LIKELIHOODS = {"regression": RegressionOutputs(),
+                      "classification": BinaryClassificationOutputs()}
+LIKELIHOODS = tuple(OUTPUT_LIKELIHOODS)
+
+
+def output_likelihood(likelihood: str) -> RegressionOutputs | BinaryClassificationOutputs:
+    """The likelihood named ``likelihood`` (a one-line ConfigError naming ``likelihood`` and
+    the choices for any other name)."""
+    return OUTPUT_LIKELIHOODS[require_choice("likelihood", likelihood, OUTPUT_LIKELIHOODS)]
 
 
 def output_curvature(f: Tensor, likelihood: str, noise_variance: float = 1.0) -> Tensor:
     """``H_n`` per training output: ``1 / sigma0^2`` or ``s(1 - s)`` with ``s = sigmoid(f)``."""
-    require_choice("likelihood", likelihood, LIKELIHOODS)
-    if likelihood == "regression":
-        return torch.full_like(f, 1.0 / noise_variance)
-    s = torch.sigmoid(f)
-    return s * (1 - s)
+    return output_likelihood(likelihood).curvature(f, noise_variance)
 
 
 @dataclass(frozen=True)
@@ -98,6 +129,14 @@ def precision_diagonal_covariance(omega: Tensor) -> Covariance:
     return Covariance(Diagonal(omega.diagonal()))
 
 
+# The surrogates without a subnetwork by name (``method.covariance``), each built from
+# ``Omega`` and the network whose layers it holds.
+SURROGATE_COVARIANCES: dict[str, Callable[[Tensor, MLPShape], Covariance]] = {
+    "full": lambda omega, network: full_covariance(omega),
+    "precision_diag": lambda omega, network: precision_diagonal_covariance(omega),
+    "block": layer_block_covariance}
+
+
 @dataclass
 class LinearisedLaplace:
     """A trained network at theta-hat with its Laplace precision ``Omega``."""
@@ -107,6 +146,11 @@ class LinearisedLaplace:
     omega: Tensor
     likelihood: str
     noise_variance: float = 1.0
+    outputs: RegressionOutputs | BinaryClassificationOutputs = field(init=False, repr=False,
+                                                                     compare=False)
+
+    def __post_init__(self) -> None:
+        self.outputs = output_likelihood(self.likelihood)
 
     def mean(self, x: Tensor) -> Tensor:
         """``f_theta-hat(x)`` (the linearised model's mean; a logit for classification)."""
@@ -124,8 +168,15 @@ class LinearisedLaplace:
 
     def predictive(self, x: Tensor, covariance: Covariance | None = None) -> Gaussian:
         """Regression predictive of ``y*`` (eq. 1): ``N(f(x), sigma0^2 + g^T Sigma g)``."""
-        function = self.function_predictive(x, covariance)
-        return Gaussian(function.mean, self.noise_variance + function.variance)
+        return RegressionOutputs().predictive(self.function_predictive(x, covariance),
+                                              self.noise_variance)
+
+    def likelihood_predictive(self, x: Tensor, covariance: Covariance | None = None
+                              ) -> Gaussian:
+        """The likelihood's predictive: of ``y*`` for regression (:meth:`predictive`), the
+        linearised logit's Gaussian for classification (:meth:`function_predictive`)."""
+        return self.outputs.predictive(self.function_predictive(x, covariance),
+                                       self.noise_variance)
 
 
 def fit_linearised_laplace(network: MLPShape, theta: Tensor, x_train: Tensor,
@@ -133,10 +184,10 @@ def fit_linearised_laplace(network: MLPShape, theta: Tensor, x_train: Tensor,
                            prior_variance: float = 1.0) -> LinearisedLaplace:
     """LLA at ``theta`` from the training inputs (the GGN needs no targets): ``Omega`` is the
     dense GGN weighted by the output curvature ``H_n``, plus the prior precision (eq. 2, C.1)."""
-    require_choice("likelihood", likelihood, LIKELIHOODS)
+    outputs = output_likelihood(likelihood)
     with torch.no_grad():
         f = network.forward_1d(theta, x_train)
-    weights = output_curvature(f, likelihood, noise_variance)
+    weights = outputs.curvature(f, noise_variance)
     precision = ggn(FlatBackend(network, theta), x_train, "dense", weights)
     omega = precision.scaled(1.0, 1.0 / prior_variance).to_dense()
     return LinearisedLaplace(network, theta, omega, likelihood, noise_variance)

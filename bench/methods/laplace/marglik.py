@@ -21,9 +21,8 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
 from bench.curvature.linalg import logdet_shifted
+from bench.harness.errors import require_choice
 from bench.methods.laplace.marglik_training import Evidence, HyperObjective
-
-LOG_DETS = ("exact", "eigen")
 
 
 def fit_laplace(network: nn.Module, loader: DataLoader, subset_of_weights: str,
@@ -75,19 +74,25 @@ class EigenLogMarginalLikelihood:
         return self.log_likelihood - 0.5 * (log_det_ratio + delta * self.square_norm)
 
 
+# The log marginal likelihood of a fitted laplace-torch object by ``method.log_det``: its own
+# (a log-determinant per call) or from one eigendecomposition.
+LOG_MARGINAL_LIKELIHOODS: dict[str, Callable[..., Callable[[Tensor], Tensor]]] = {
+    "exact": lambda la: la.log_marginal_likelihood, "eigen": EigenLogMarginalLikelihood}
+LOG_DETS = tuple(LOG_MARGINAL_LIKELIHOODS)
+
+
 def laplace_evidence(subset_of_weights: str, hessian_structure: str, backend: str,
                      log_det: str = "exact") -> Evidence:
     """The ``evidence`` function of online marginal-likelihood training for laplace-torch's
     ``(subset_of_weights, hessian_structure, backend)`` (module docstring)."""
+    log_marginal_likelihood = LOG_MARGINAL_LIKELIHOODS[
+        require_choice("method.log_det", log_det, LOG_DETS)]
 
     def evidence(network: nn.Module, loader: DataLoader, prior: Tensor, temperature: float,
                  last_layer: str) -> HyperObjective:
         la = fit_laplace(network, loader, subset_of_weights, hessian_structure, backend, prior,
                          last_layer, temperature)
-        if log_det == "eigen":
-            marglik: Callable[[Tensor], Tensor] = EigenLogMarginalLikelihood(la)
-        else:
-            marglik = la.log_marginal_likelihood
+        marglik = log_marginal_likelihood(la)
         return lambda precision: -marglik(precision)
 
     return evidence

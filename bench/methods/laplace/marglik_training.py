@@ -148,19 +148,40 @@ def laplace_prior(log_prior: Tensor) -> Tensor:
     return log_prior.exp()
 
 
+def all_weights_precisions(prior: Tensor, network: nn.Module, settings: OnlineMarglikSettings,
+                           last_layer: str) -> Tensor:
+    """All-weights Laplace: the learned ``prior`` for every tensor (one value expanded, or one
+    per tensor)."""
+    return prior.expand(len(list(network.parameters()))) if prior.numel() == 1 else prior
+
+
+def last_layer_precisions(prior: Tensor, network: nn.Module, settings: OnlineMarglikSettings,
+                          last_layer: str) -> Tensor:
+    """Last-layer Laplace: the learned scalar ``prior`` for ``last_layer``'s tensors, the
+    initial ``settings.prior_precision`` for the others."""
+    covered = [name.startswith(f"{last_layer}.") for name, _ in network.named_parameters()]
+    fixed = torch.full((len(covered),), float(settings.prior_precision), dtype=prior.dtype,
+                       device=prior.device)
+    return torch.where(torch.tensor(covered, device=prior.device), prior.reshape(()), fixed)
+
+
+# The training penalty's per-tensor precisions by ``method.subset_of_weights``.
+TENSOR_PRECISIONS = {"all": all_weights_precisions, "last_layer": last_layer_precisions}
+
+
 def tensor_precisions(prior: Tensor, network: nn.Module, settings: OnlineMarglikSettings,
                       last_layer: str) -> Tensor:
     """The prior precision of each parameter tensor of ``network`` ``[n_tensors]`` for the
     training penalty: the learned ``prior`` (scalar or one per tensor) for the weights the
     Laplace approximation covers; with a last-layer approximation the other tensors keep the
     initial ``settings.prior_precision``."""
-    parameters = dict(network.named_parameters())
-    if settings.subset_of_weights == "all":
-        return prior.expand(len(parameters)) if prior.numel() == 1 else prior
-    covered = [name.startswith(f"{last_layer}.") for name in parameters]
-    fixed = torch.full((len(parameters),), float(settings.prior_precision), dtype=prior.dtype,
-                       device=prior.device)
-    return torch.where(torch.tensor(covered, device=prior.device), prior.reshape(()), fixed)
+    return TENSOR_PRECISIONS[settings.subset_of_weights](prior, network, settings, last_layer)
+
+
+# The number of learned prior precisions by ``method.prior_structure``: one, or one per
+# parameter tensor of the network.
+PRIOR_SIZES = {"scalar": lambda network: 1,
+               "layerwise": lambda network: len(list(network.parameters()))}
 
 
 def penalised_loss(network: nn.Module, x: Tensor, y: Tensor, precisions: Tensor,
@@ -279,7 +300,7 @@ class _Run:
         reference = next(network.parameters())
         self.device = reference.device
         self.last_layer = last_layer_name(network)
-        n_prior = 1 if settings.prior_structure == "scalar" else len(list(network.parameters()))
+        n_prior = PRIOR_SIZES[settings.prior_structure](network)
         rows = refit_rows(self.n_data, settings.refit_size, make_generator(streams.refit))
         self.refit_loader = DataLoader(TensorDataset(images[rows.to(images.device)],
                                                      labels[rows.to(labels.device)]),

@@ -13,7 +13,7 @@ config's variants (``conf/method/subnet_laplace.yaml``) are the paper's rows.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from torch import Tensor
@@ -23,11 +23,41 @@ from bench.datasets.synthetic_networks import SyntheticDataset
 from bench.harness.errors import ConfigError, require_choice
 from bench.methods.laplace import linearised as lla
 from bench.methods.laplace.subnet_masks import SubnetworkMask
+from bench.models.mlp import MLPShape
 from bench.predictive.densities import Gaussian
 from bench.training.working_network import TrainedWorkingModel
 
-COVARIANCES = ("full", "precision_diag", "block")
-REFERENCES = ("train", "test")
+COVARIANCES = tuple(lla.SURROGATE_COVARIANCES)
+
+
+class TrainingReference:
+    """A mask ranks by the points the network was fitted on, once, at fit."""
+
+    def fit_ranking(self, rank: Callable[[Tensor], Tensor], x_fit: Tensor) -> Tensor | None:
+        """The ranking by ``x_fit``."""
+        return rank(x_fit)
+
+    def ranking(self, fitted: Tensor | None, rank: Callable[[Tensor], Tensor], x: Tensor
+                ) -> Tensor:
+        """The ranking made at fit."""
+        return fitted
+
+
+class PredictedInputsReference:
+    """A mask ranks by the inputs being predicted, at every prediction."""
+
+    def fit_ranking(self, rank: Callable[[Tensor], Tensor], x_fit: Tensor) -> Tensor | None:
+        """Nothing to rank yet."""
+        return None
+
+    def ranking(self, fitted: Tensor | None, rank: Callable[[Tensor], Tensor], x: Tensor
+                ) -> Tensor:
+        """The ranking by ``x``."""
+        return rank(x)
+
+
+RANKING_REFERENCES = {"train": TrainingReference(), "test": PredictedInputsReference()}
+REFERENCES = tuple(RANKING_REFERENCES)
 
 
 @dataclass
@@ -51,11 +81,17 @@ class SubnetLaplaceMethod:
     noise_variance: float = 1.0
     prior_variance: float = 1.0
     fits_on_base: ClassVar[bool] = True
+    surrogate_covariance: Callable[[Tensor, MLPShape], lla.Covariance] = field(
+        init=False, repr=False, compare=False)
+    ranking_reference: TrainingReference | PredictedInputsReference = field(
+        init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        require_choice("method.covariance", self.covariance, COVARIANCES)
-        require_choice("method.reference", self.reference, REFERENCES)
-        if self.mask is not None and self.covariance != "full":
+        self.surrogate_covariance = lla.SURROGATE_COVARIANCES[
+            require_choice("method.covariance", self.covariance, COVARIANCES)]
+        self.ranking_reference = RANKING_REFERENCES[
+            require_choice("method.reference", self.reference, REFERENCES)]
+        if self.mask is not None and not self.is_lla_covariance:
             raise ConfigError(f"method.covariance={self.covariance!r} with a mask is not "
                               "valid; a mask's covariance is the subnetwork's (leave 'full')")
 
@@ -66,9 +102,14 @@ class SubnetLaplaceMethod:
         return mask_class is not None and mask_class.sized
 
     @property
+    def is_lla_covariance(self) -> bool:
+        """Whether the covariance without a mask is the LLA's own ``Omega^-1``."""
+        return self.surrogate_covariance is lla.SURROGATE_COVARIANCES["full"]
+
+    @property
     def is_full_lla(self) -> bool:
         """Whether this is the full linearised Laplace (no surrogate)."""
-        return self.mask is None and self.covariance == "full"
+        return self.mask is None and self.is_lla_covariance
 
     def fit(self, data: SyntheticDataset, seed: int,
             base: TrainedWorkingModel | None = None) -> dict:
@@ -82,8 +123,8 @@ class SubnetLaplaceMethod:
             base.network, base.theta, base.x_fit, data.likelihood, self.noise_variance,
             self.prior_variance)
         self.ranking = None
-        if self.mask is not None and self.reference == "train":
-            self.ranking = self._rank(base.x_fit)
+        if self.mask is not None:
+            self.ranking = self.ranking_reference.fit_ranking(self._rank, base.x_fit)
         return {"n_params": int(self.laplace.omega.shape[0]), "n_fit": int(len(base.x_fit))}
 
     def _rank(self, inputs: Tensor) -> Tensor:
@@ -95,7 +136,7 @@ class SubnetLaplaceMethod:
         return mask.ranking(DataLoader(TensorDataset(inputs), batch_size=len(inputs)))
 
     def _subnetwork_ranking(self, x: Tensor) -> Tensor:
-        return self.ranking if self.reference == "train" else self._rank(x)
+        return self.ranking_reference.ranking(self.ranking, self._rank, x)
 
     def surrogate(self, x: Tensor | None = None) -> lla.Covariance:
         """The covariance replacing ``Omega^-1`` (``x``: the inputs of a test reference)."""
@@ -103,11 +144,7 @@ class SubnetLaplaceMethod:
         if self.mask is not None:
             ranking = self._subnetwork_ranking(x)
             return lla.subnetwork_covariance(omega, ranking[:self.n_params_subnet])
-        if self.covariance == "precision_diag":
-            return lla.precision_diagonal_covariance(omega)
-        if self.covariance == "block":
-            return lla.layer_block_covariance(omega, self.laplace.network)
-        return lla.full_covariance(omega)
+        return self.surrogate_covariance(omega, self.laplace.network)
 
     def function_predictives(self, x: Tensor, sizes: Sequence[int]) -> list[Gaussian]:
         """``N(f(x), g^T Sigma_S g)`` for the subnetworks of each size in ``sizes`` (each at
@@ -127,6 +164,4 @@ class SubnetLaplaceMethod:
     def predict(self, x: Tensor) -> Gaussian:
         """Regression: the predictive of y, ``N(f(x), sigma0^2 + g^T Sigma g)`` (eq. 1).
         Classification: the linearised logit's Gaussian (:meth:`function_predictive`)."""
-        if self.laplace.likelihood == "regression":
-            return self.laplace.predictive(x, self.surrogate(x))
-        return self.function_predictive(x)
+        return self.laplace.likelihood_predictive(x, self.surrogate(x))

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -168,6 +168,27 @@ def sampled_probabilities(model: nn.Module, thetas: Tensor, x: Tensor, batch_siz
                            vectorise=vectorise)
 
 
+def sampled_categorical(model: nn.Module, thetas: Tensor, x: Tensor, batch_size: int,
+                        noise_std: float) -> Categorical:
+    """Classification: the class probabilities averaged over the draws."""
+    return Categorical(sampled_probabilities(model, thetas, x, batch_size))
+
+
+def sampled_gaussian(model: nn.Module, thetas: Tensor, x: Tensor, batch_size: int,
+                     noise_std: float) -> Gaussian:
+    """Regression (one output): the draws' mean and variance plus ``noise_std^2``."""
+    outputs = sampled_outputs(model, thetas, x, batch_size)
+    if outputs.shape[-1] != 1:
+        raise ValueError("the regression predictive supports one output")
+    values = outputs[..., 0]
+    return Gaussian(values.mean(0), values.var(0) + noise_std**2)
+
+
+# The NN-sampling predictive of each likelihood (``method.likelihood``).
+SAMPLED_PREDICTIVES: dict[str, Callable[..., Categorical | Gaussian]] = {
+    "classification": sampled_categorical, "regression": sampled_gaussian}
+
+
 @dataclass
 class TemperedLaplace:
     """Tempered all-weights Laplace for a classifier (or the Gaussian regression toy) with an
@@ -203,12 +224,15 @@ class TemperedLaplace:
     device: str = "cpu"
     fits_on_base: ClassVar[bool] = True
     curvature: Curvature | None = field(default=None, init=False, repr=False)
+    sampled_predictive: Callable[..., Categorical | Gaussian] = field(
+        init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.prediction = settings_node(PredictionSettings, self.prediction)
         require_choice("method.structure", self.structure, STRUCTURES)
         require_choice("method.fisher_type", self.fisher_type, FISHER_TYPES)
-        require_choice("method.likelihood", self.likelihood, LIKELIHOODS)
+        self.sampled_predictive = SAMPLED_PREDICTIVES[
+            require_choice("method.likelihood", self.likelihood, LIKELIHOODS)]
         require_choice("method.accumulation", self.accumulation, ACCUMULATIONS)
         require_positive("method.temperature", self.temperature)
         require_positive("method.prior_precision", self.prior_precision)
@@ -275,14 +299,8 @@ class TemperedLaplace:
         return {t: self._predictive(x, self.parameter_draws(t)) for t in temperatures}
 
     def _predictive(self, x: Tensor, thetas: Tensor) -> Categorical | Gaussian:
-        if self.likelihood == "classification":
-            return Categorical(sampled_probabilities(self.model, thetas, x,
-                                                     self.prediction.batch_size))
-        outputs = sampled_outputs(self.model, thetas, x, self.prediction.batch_size)
-        if outputs.shape[-1] != 1:
-            raise ValueError("the regression predictive supports one output")
-        values = outputs[..., 0]
-        return Gaussian(values.mean(0), values.var(0) + self.noise_std**2)
+        return self.sampled_predictive(self.model, thetas, x, self.prediction.batch_size,
+                                       self.noise_std)
 
     def function_samples(self, x: Tensor, temperature: float) -> Tensor:
         """Network outputs ``[S, n, C]`` at the posterior draws of ``temperature``."""

@@ -36,21 +36,21 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.func import vmap
 
 from bench.curvature.dense import Dense
 from bench.datasets.training_set import TrainingSet
-from bench.harness.errors import ConfigError, require_choice, require_positive
+from bench.harness.errors import ConfigError, require_positive
 from bench.harness.progress import progress
 from bench.harness.rng import derived_seed, make_generator
 from bench.harness.timing import Stopwatch
 from bench.methods.laplace.ggn_laplace import GaussianPosterior, GGNPredictive
 from bench.methods.laplace.ggn_methods import FIT_STREAM, GGNPosteriorMethod
+from bench.methods.variational.ggn_pseudo_data import PSEUDO_DATA_RULES, pseudo_data_rule
 from bench.models.glm_likelihoods import Likelihood
 from bench.models.mlp import MLPShape
 from bench.training.stopping import StationarityMonitor, StationarityRule, forgetting_iterations
 
-ALGORITHMS = ("voggn", "lgva", "oggn")
+ALGORITHMS = tuple(PSEUDO_DATA_RULES)
 # Weight (1 - gamma)^t on the starting precision below which a run may stop.
 FORGETTING_TOLERANCE = 1e-3
 
@@ -91,21 +91,10 @@ class NaturalGradientState:
 
 def ggn_pseudo_data(algorithm: str, network: MLPShape, state: NaturalGradientState, x: Tensor,
                     mc_samples: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-    """``f-hat`` ``[S, N]`` and ``J-hat`` ``[S, N, P]`` by the algorithm's rule (Table 4.2);
-    OGGN draws nothing and returns ``S = 1``."""
-    require_choice("method.algorithm", algorithm, ALGORITHMS)
-    mean = state.mean
-    if algorithm == "voggn":
-        thetas = state.posterior.sample(mc_samples, generator)
-        f_hat = vmap(network.forward_1d, in_dims=(0, None))(thetas, x)
-        return f_hat, torch.stack([network.jacobian(theta, x) for theta in thetas])
-    f_mean = network.forward_1d(mean, x)
-    jacobian = network.jacobian(mean, x)
-    if algorithm == "oggn":
-        return f_mean.unsqueeze(0), jacobian.unsqueeze(0)
-    thetas = state.posterior.sample(mc_samples, generator)
-    f_hat = f_mean + (thetas - mean) @ jacobian.T
-    return f_hat, jacobian.expand(mc_samples, -1, -1)
+    """``f-hat`` ``[S, N]`` and ``J-hat`` ``[S, N, P]`` by the algorithm's rule (Table 4.2,
+    :mod:`bench.methods.variational.ggn_pseudo_data`); OGGN draws nothing and returns
+    ``S = 1``."""
+    return pseudo_data_rule(algorithm)(network, state, x, mc_samples, generator)
 
 
 def pseudo_data_statistics(f_hat: Tensor, jacobians: Tensor, y: Tensor,
@@ -177,19 +166,18 @@ def run_natural_gradient_vi(algorithm: str, network: MLPShape, x: Tensor, y: Ten
     of the window for OGGN) after the precision has forgotten its start; Monte Carlo draws
     from ``generator``. Returns the final state and the monitored trace."""
     stopping = stopping or StationarityRule()
-    require_choice("method.algorithm", algorithm, ALGORITHMS)
+    rule = pseudo_data_rule(algorithm)
     step_size = require_step_size("method.step_size", step_size)
     require_positive("method.iterations", iterations)
     require_positive("method.initial_variance", initial_variance)
     require_positive("method.mc_samples", mc_samples)
     state = NaturalGradientState.isotropic(initial_mean.detach().clone(), initial_variance)
     trace = NaturalGradientTrace()
-    monitor = StationarityMonitor(stopping, averaged=algorithm != "oggn")
+    monitor = StationarityMonitor(stopping, averaged=rule.averaged)
     forgotten_after = forgetting_iterations(step_size, FORGETTING_TOLERANCE)
     with torch.no_grad():
         for t in progress(range(iterations), desc=algorithm, unit="it"):
-            f_hat, jacobians = ggn_pseudo_data(algorithm, network, state, x, mc_samples,
-                                               generator)
+            f_hat, jacobians = rule(network, state, x, mc_samples, generator)
             gradient, rows = pseudo_data_statistics(f_hat, jacobians, y, likelihood)
             objective_gradient = gradient - prior_precision * state.mean
             new = precision_and_mean_update(state, objective_gradient, rows, prior_precision,
@@ -235,7 +223,7 @@ class NaturalGradientGGN(GGNPosteriorMethod):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        require_choice("method.algorithm", self.algorithm, ALGORITHMS)
+        pseudo_data_rule(self.algorithm)
         self.step_size = require_step_size("method.step_size", self.step_size)
         for key in ("iterations", "initial_variance", "mc_samples"):
             require_positive(f"method.{key}", getattr(self, key))
