@@ -265,7 +265,6 @@ class LaplaceTorchClassifier:
             inputs = augmented_once(data.train_inputs, augment, self.batch_size, generator)
         self.la.fit(train_loader(data, self.batch_size, dtype, inputs))
         tune_prior(self)
-        self.seed = int(seed)
         with torch.no_grad():
             log_marglik = float(self.la.log_marginal_likelihood())
         return {"prior_precision": self._fitted_prior_precision(),
