@@ -251,15 +251,19 @@ ANCHORS = (
 GRID_NOTES = (
     "Grid (conf/experiment/laplace_redux/figure-8*.yaml): laplace_classifier composed of one "
     "node per axis (conf/la_subset, la_structure, la_hyper, la_link): post-hoc marglik over "
-    "the last layer (diag, kron, full) and over all weights (diag, kron), online marglik over "
-    "all weights (diag, kron), each with the mc, probit and bridge links: 21 variants and the "
-    "MAP per panel. Figure 8's markers show subsets all / last layer and tuning online / "
-    "post-hoc only.",
+    "the last layer (diag, kron, full) and over all weights (diag, kron, lowrank), online "
+    "marglik over all weights (diag, kron), each with the mc, probit and bridge links: 24 "
+    "variants and the MAP per panel. Figure 8's markers show subsets all / last layer and "
+    "tuning online / post-hoc only.",
+    "Low-rank: laplace-torch 0.3's LowRankLaplace (its k x k algebra for the predictive, "
+    "log determinant and marglik) fed the 10 largest eigenpairs of the GGN by Lanczos "
+    "(bench/methods/laplace/lowrank_laplace.py; tested against a dense GGN on a tiny MLP). "
+    "The library itself takes the Hessian's eigenpairs from the old `asdfghjkl` module, which "
+    "the installed asdfghjkl 0.1a4 wheel lacks (it provides `asdl`): ours is the GGN's.",
     "Left out: online marglik over the last layer (the paper: 'do not work well at all'; a "
     "one-line ConfigError); full over all weights (a P^2 GGN: 44,426^2 for the LeNet, 2.7M^2 "
-    "for the WRN); low-rank (laplace-torch 0.3's LowRankLaplace needs the old `asdfghjkl` "
-    "module; the installed asdfghjkl 0.1a4 wheel provides `asdl` only); subnetwork and "
-    "cross-validation (section 2 options not among the figure's markers).",
+    "for the WRN); online low-rank (laplace-torch's low-rank Laplace cannot be refitted); "
+    "subnetwork and cross-validation (section 2 options not among the figure's markers).",
     "Anchors: the paper prints no number for Figure 8; each anchor is the share of groups of "
     "variants where the statement holds on the means over seeds (agrees at >= 0.75, or 1 for "
     "the default's competitiveness; close at >= 0.5). 'Best' is the best variant of the "

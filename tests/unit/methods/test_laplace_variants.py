@@ -55,12 +55,13 @@ EXPECTED = {  # (subset, structure, prior_tuning) of each la_posterior node
     "last_layer_full": ("last_layer", "full", "marglik"),
     "all_diag": ("all", "diag", "marglik"),
     "all_kron": ("all", "kron", "marglik"),
+    "all_lowrank": ("all", "lowrank", "marglik"),
     "online_all_diag": ("all", "diag", "online_marglik"),
     "online_all_kron": ("all", "kron", "online_marglik")}
 
 
-def test_both_experiments_sweep_the_same_21_variants():
-    assert len(GRID) == 21
+def test_both_experiments_sweep_the_same_24_variants():
+    assert len(GRID) == 24
     assert grid("laplace_redux/figure-8") == GRID
     assert {posterior for posterior, _ in GRID} == set(EXPECTED)
 
@@ -94,7 +95,8 @@ def test_every_variant_is_composed_built_fitted_and_predicts(posterior, link, ti
         probs = method.predict(tiny_data.train_inputs[:4]).probs
     expected_class = {("last_layer", "kron"): "KronLLLaplace", ("last_layer", "diag"):
                       "DiagLLLaplace", ("last_layer", "full"): "FullLLLaplace",
-                      ("all", "kron"): "KronLaplace", ("all", "diag"): "DiagLaplace"}
+                      ("all", "kron"): "KronLaplace", ("all", "diag"): "DiagLaplace",
+                      ("all", "lowrank"): "GGNLowRankLaplace"}
     assert diagnostics["laplace_class"] == expected_class[(subset, structure)]
     assert probs.shape == (4, 10)
     assert torch.isfinite(probs).all()
@@ -102,6 +104,16 @@ def test_every_variant_is_composed_built_fitted_and_predicts(posterior, link, ti
     if tuning == "online_marglik":
         assert diagnostics["online_augmentation"] == "none"
         assert len(diagnostics["prior_precision"]) > 1  # layerwise, learned online
+
+
+def test_low_rank_outside_all_weights_post_hoc_is_a_one_line_config_error():
+    cfg = composed(MNIST, "la_posterior=online_all_kron", "la_structure=lowrank")
+    with pytest.raises(ConfigError) as error:
+        check_method_node(cfg)
+    message = str(error.value)
+    assert "\n" not in message
+    assert ("method.hessian_structure='lowrank' is not valid with "
+            "method.subset_of_weights='all' and method.prior_tuning='online_marglik'") in message
 
 
 def test_online_marglik_over_the_last_layer_is_a_one_line_config_error():
