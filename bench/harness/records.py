@@ -34,8 +34,11 @@ NON_SEMANTIC_KEYS = ("results_dir", "rerun_failed", "hydra", "sweep", "seeds", "
 # Nested keys that choose how a job computes, not what: each choice is tested to give the same
 # numbers bit for bit, so switching it reuses the records (``base.loop``: the paper MLP's
 # training loop, fast or the Lightning Trainer; ``method.loop``: the same for the VI baselines;
-# ``method.sampler``: HMC's sampler, the fast replay or pyro's kernel).
-NON_SEMANTIC_PATHS = (("base", "loop"), ("method", "loop"), ("method", "sampler"))
+# ``method.sampler``: HMC's sampler, the fast replay or pyro's kernel). ``method.training``: the
+# DE members trained together or one by one; equal within float rounding (tested in
+# tests/unit/training/test_stacked_training.py), and both fill and reuse the same store folders.
+NON_SEMANTIC_PATHS = (("base", "loop"), ("method", "loop"), ("method", "sampler"),
+                      ("method", "training"))
 REQUIRED_FIELDS = (
     "schema_version", "experiment", "paper", "artifact", "scale", "seed", "protocol",
     "dataset", "method", "variant", "config", "config_hash", "status", "cells", "metrics",
