@@ -306,14 +306,14 @@ def trained_network(recipe: TrainingRecipe, seed: int, train_images: Tensor,
     final = network_dir(default_results_dir() if results_dir is None else results_dir,
                         recipe, seed)
     device = torch.device("cpu" if device is None else device)
-    _check_data(recipe, train_images, train_labels)
+    check_training_data(recipe, train_images, train_labels)
     if (final / WEIGHTS_NAME).exists():
         return load_network(final, recipe, seed, device)
     with exclusive_lock(final.with_name(f"{final.name}.lock")):
         if (final / WEIGHTS_NAME).exists():
             return load_network(final, recipe, seed, device)
-        return _train_and_store(recipe, seed, train_images, train_labels, final, device,
-                                on_epoch_end)
+        return train_and_store(recipe, seed, train_images, train_labels, final, device,
+                               on_epoch_end)
 
 
 def load_network(path: Path, recipe: TrainingRecipe, seed: int,
@@ -331,7 +331,7 @@ def load_network(path: Path, recipe: TrainingRecipe, seed: int,
         raise ConfigError(f"{path / WEIGHTS_NAME}: its recipe.json (hash {saved_hash}) does "
                           f"not match the config's recipe (hash {recipe_hash(recipe)}); move "
                           "the folder away to retrain")
-    module = _fresh_network(recipe, seed)
+    module = fresh_network(recipe, seed)
     state = load_stored_tensors(path / WEIGHTS_NAME)
     if not all(isinstance(value, Tensor) for value in state.values()):
         raise DamagedStoreFile(path / WEIGHTS_NAME, "not a state dict of tensors")
@@ -344,7 +344,9 @@ def load_network(path: Path, recipe: TrainingRecipe, seed: int,
     return StoredNetwork(module.eval(), recipe_hash(recipe), Path(path), history, reused=True)
 
 
-def _fresh_network(recipe: TrainingRecipe, seed: int) -> nn.Module:
+def fresh_network(recipe: TrainingRecipe, seed: int) -> nn.Module:
+    """The untrained network of ``recipe`` and ``seed`` (on CPU): its initial weights drawn
+    from the seed's first derived stream."""
     init = make_generator(derived_seed(seed, spawn_key=(0,)))
     return build_classifier(recipe.model, init, num_classes=recipe.num_classes,
                             in_channels=recipe.dataset.image_shape[0],
@@ -406,7 +408,8 @@ def load_pretrained(module: nn.Module, weights: PretrainedWeights) -> list[str]:
     return fresh
 
 
-def _check_data(recipe: TrainingRecipe, images: Tensor, labels: Tensor) -> None:
+def check_training_data(recipe: TrainingRecipe, images: Tensor, labels: Tensor) -> None:
+    """A one-line ConfigError when ``images`` / ``labels`` do not fit the recipe's data."""
     shape = tuple(recipe.dataset.image_shape)
     if images.ndim != 4 or tuple(images.shape[1:]) != shape:
         raise ConfigError(f"recipe.dataset.image_shape={list(shape)} does not match the "
@@ -421,56 +424,92 @@ def _check_data(recipe: TrainingRecipe, images: Tensor, labels: Tensor) -> None:
                           f"[{int(labels.min())}, {int(labels.max())}]")
 
 
-def _train_and_store(recipe: TrainingRecipe, seed: int, images: Tensor, labels: Tensor,
-                     final: Path, device: torch.device,
-                     on_epoch_end: Callable[[ClassifierCheckpoint], None] | None
-                     ) -> StoredNetwork:
+def batch_generator(seed: int) -> torch.Generator:
+    """The minibatch (and augmentation) generator of the network of ``seed``."""
+    return make_generator(derived_seed(seed, spawn_key=(1,)))
+
+
+def dropout_seed(seed: int) -> int:
+    """The seed of the dropout RNG of the network of ``seed``."""
+    return derived_seed(seed, spawn_key=(2,))
+
+
+def saved_checkpoint(partial: Path) -> ClassifierCheckpoint | None:
+    """The checkpoint of an interrupted run in ``partial`` (None when there is none; a damaged
+    one is deleted with a warning)."""
+    checkpoint_path = partial / CHECKPOINT_NAME
+    saved = load_checkpoint(checkpoint_path)
+    if saved is None:
+        return None
+    try:
+        resume = ClassifierCheckpoint.from_dict(saved)
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        discard_checkpoint(checkpoint_path, f"not a training checkpoint: {error_reason(err)}")
+        return None
+    logger.info("resuming %s from stage %d epoch %d", partial, resume.stage + 1,
+                resume.loop.epochs_done)
+    return resume
+
+
+def save_checkpoint(partial: Path, checkpoint: ClassifierCheckpoint) -> None:
+    """Write ``checkpoint`` as the interrupted-run checkpoint of ``partial``."""
+    save_atomically(partial / CHECKPOINT_NAME, lambda f: torch.save(checkpoint.to_dict(), f))
+
+
+def train_and_store(recipe: TrainingRecipe, seed: int, images: Tensor, labels: Tensor,
+                    final: Path, device: torch.device,
+                    on_epoch_end: Callable[[ClassifierCheckpoint], None] | None
+                    ) -> StoredNetwork:
+    """Train the network of ``recipe`` and ``seed`` in ``<final>.partial`` (resuming its
+    checkpoint) and publish it as ``final``; the caller holds the folder's lock."""
     partial = final.with_name(f"{final.name}.partial")
     partial.mkdir(parents=True, exist_ok=True)
-    checkpoint_path = partial / CHECKPOINT_NAME
-    resume = None
-    saved = load_checkpoint(checkpoint_path)
-    if saved is not None:
-        try:
-            resume = ClassifierCheckpoint.from_dict(saved)
-        except (KeyError, TypeError, ValueError, AttributeError) as err:
-            discard_checkpoint(checkpoint_path, f"not a training checkpoint: {error_reason(err)}")
-        else:
-            logger.info("resuming %s from stage %d epoch %d", partial, resume.stage + 1,
-                        resume.loop.epochs_done)
+    resume = saved_checkpoint(partial)
 
-    def save_checkpoint(checkpoint: ClassifierCheckpoint) -> None:
-        save_atomically(checkpoint_path, lambda f: torch.save(checkpoint.to_dict(), f))
+    def checkpoint_epoch(checkpoint: ClassifierCheckpoint) -> None:
+        save_checkpoint(partial, checkpoint)
         if on_epoch_end is not None:
             on_epoch_end(checkpoint)
 
-    module = _fresh_network(recipe, seed)
+    module = fresh_network(recipe, seed)
     kept_fresh: list[str] = []
     if recipe.pretrained is not None:
         kept_fresh = load_pretrained(module, recipe.pretrained)
         logger.info("%s starts from %s; freshly initialised: %s", recipe.model,
                     recipe.pretrained.path, ", ".join(kept_fresh) or "nothing")
     module = module.to(device)
-    batches = make_generator(derived_seed(seed, spawn_key=(1,)))
     started = time.perf_counter()
     augment = training_augmentation(recipe.dataset.augmentation, recipe.dataset.preprocessing,
                                     "recipe.dataset.augmentation")
     history = train_classifier(
-        module, images, labels, recipe.stages, generator=batches,
-        dropout_seed=derived_seed(seed, spawn_key=(2,)), on_epoch_end=save_checkpoint,
+        module, images, labels, recipe.stages, generator=batch_generator(seed),
+        dropout_seed=dropout_seed(seed), on_epoch_end=checkpoint_epoch,
         resume=resume, desc=f"{recipe.model}/{recipe.dataset.name} seed {seed}",
         augment=augment)
-    seconds = time.perf_counter() - started
+    return publish_trained(recipe, seed, module, history, final,
+                           {"seconds_this_run": time.perf_counter() - started,
+                            "device": str(device), "kept_fresh": kept_fresh})
+
+
+def publish_trained(recipe: TrainingRecipe, seed: int, module: nn.Module, history: list[dict],
+                    final: Path, run: dict) -> StoredNetwork:
+    """Write the trained ``module`` (weights, recipe, history) into ``<final>.partial``, drop
+    its checkpoint and rename the folder to ``final``. ``run``: ``seconds_this_run``,
+    ``device``, ``kept_fresh`` (pretrained entries left fresh) and optionally
+    ``trained_together_with`` (the seeds of a stacked run), written to the history."""
+    partial = final.with_name(f"{final.name}.partial")
     state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
     save_atomically(partial / WEIGHTS_NAME, lambda f: torch.save(state, f))
     write_json(partial / RECIPE_NAME, recipe.to_dict())
+    together = ({} if "trained_together_with" not in run
+                else {"trained_together_with": run["trained_together_with"]})
     write_json(partial / HISTORY_NAME, {
-        "recipe_hash": recipe_hash(recipe), "seed": seed, "device": str(device),
-        "torch": torch.__version__, "seconds_this_run": seconds,
+        "recipe_hash": recipe_hash(recipe), "seed": seed, "device": run["device"],
+        "torch": torch.__version__, "seconds_this_run": run["seconds_this_run"],
         "seconds_all_epochs": sum(epoch["seconds"] for epoch in history), "epochs": history,
         "initial_weights": ("fresh" if recipe.pretrained is None else
                             {"pretrained_sha256": recipe.pretrained.sha256,
-                             "kept_fresh": kept_fresh})})
-    checkpoint_path.unlink(missing_ok=True)
+                             "kept_fresh": run["kept_fresh"]})} | together)
+    (partial / CHECKPOINT_NAME).unlink(missing_ok=True)
     publish_folder(partial, final)
     return StoredNetwork(module.eval(), recipe_hash(recipe), final, history, reused=False)

@@ -128,3 +128,18 @@ def test_kron_variance_diagonal_is_the_diagonal_of_laplace_torchs_functional_var
         ours = kron_variance_diagonal(la, phi)
     assert torch.equal(jacobians, reference)
     torch.testing.assert_close(ours, exact, rtol=1e-12, atol=0)
+
+
+def test_ensemble_training_benchmark_times_both_paths_and_finds_the_same_networks(tmp_path):
+    """The quick run trains the members together and one by one, prints the ratio and a weight
+    difference at float rounding."""
+    from bench.benchmarks.ensemble_training_speed import main
+
+    out = tmp_path / "ensemble-perf.md"
+    main(["--quick", "--threads", "1", "--out", str(out)])
+    lines = out.read_text().splitlines()
+    for label in ("together (stacked", "one by one (", "speed-up of training together"):
+        assert sum(line.startswith(f"| {label}") for line in lines) == 1, label
+    difference = next(line for line in lines if line.startswith("Target:"))
+    weights = difference.split("Largest weight difference between the paths: ")[1]
+    assert float(weights.split(";")[0]) < 1e-5

@@ -6,6 +6,13 @@
 members are stored, reused by every experiment naming the recipe, and resumed after an
 interruption like any MAP network. The predictive is the mean of the members' softmaxes.
 
+``training`` says how the missing members are trained, not what they are: ``batched`` (the
+default) trains them together as one stacked network
+(:func:`bench.training.stored_network_set.trained_networks`; recipes with batch norm or dropout
+fall back to one by one), ``sequential`` one after the other. Both give the same networks
+within float rounding (tested) under the same store folders, so either reuses what the other
+stored, and the key is left out of the record hash (``NON_SEMANTIC_PATHS``).
+
 The recipe is the experiment's ``network`` node (model, options, stages; the training data's
 identity comes from ``data.identity()``). When ``network`` is null the base's own stored
 recipe (its ``recipe.json``) is used, so the members repeat exactly how member 0 was trained.
@@ -22,19 +29,16 @@ import torch
 from torch import Tensor, nn
 
 from bench.datasets.training_set import TrainingSet
-from bench.harness.errors import ConfigError
+from bench.harness.errors import ConfigError, require_choice
 from bench.harness.rng import derived_seed
 from bench.methods.baselines.map_classifier import batched_logits
 from bench.methods.laplace.classification import network_of
 from bench.methods.settings import PredictionSettings, require_positive_int, settings_node
 from bench.predictive.categorical import Categorical
-from bench.training.network_store import (
-    RECIPE_NAME,
-    TrainingRecipe,
-    recipe_for,
-    recipe_hash,
-    trained_network,
-)
+from bench.training.network_store import RECIPE_NAME, TrainingRecipe, recipe_for, recipe_hash
+from bench.training.stored_network_set import trained_networks
+
+TRAINING_PATHS = ("batched", "sequential")
 
 
 def member_seed(seed: int, member: int) -> int:
@@ -51,11 +55,13 @@ class ClassifierEnsemble:
     network: Any = None
     prediction: PredictionSettings = PredictionSettings(batch_size=1024)
     device: str = "cpu"
+    training: str = "batched"
     fits_on_base: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         self.prediction = settings_node(PredictionSettings, self.prediction)
         require_positive_int("method.members", self.members)
+        require_choice("method.training", self.training, TRAINING_PATHS)
         if self.network is not None and not isinstance(self.network, dict | TrainingRecipe):
             raise ConfigError(f"method.network={self.network!r} is not valid; it must be the "
                               "experiment's network node (model and stages) or null")
@@ -67,16 +73,14 @@ class ClassifierEnsemble:
             raise ValueError("ClassifierEnsemble.fit needs the trained network (base=)")
         recipe = self.member_recipe(data, base)
         self.networks: list[nn.Module] = [network_of(base).to(self.device).eval()]
-        seeds, trained = [seed], []
-        for k in range(1, self.members):
-            stored = trained_network(recipe, member_seed(seed, k), data.train_inputs,
-                                     data.train_labels, data.results_dir, self.device)
-            self.networks.append(stored.module.eval())
-            seeds.append(member_seed(seed, k))
-            if not stored.reused:
-                trained.append(k)
-        return {"recipe_hash": recipe_hash(recipe), "member_seeds": seeds,
-                "members_trained_now": trained}
+        seeds = [member_seed(seed, k) for k in range(1, self.members)]
+        stored = trained_networks(recipe, seeds, data.train_inputs, data.train_labels,
+                                  data.results_dir, self.device,
+                                  together=self.training == "batched")
+        self.networks += [network.module.eval() for network in stored]
+        return {"recipe_hash": recipe_hash(recipe), "member_seeds": [seed, *seeds],
+                "members_trained_now": [k for k, network in enumerate(stored, start=1)
+                                        if not network.reused]}
 
     def member_recipe(self, data: TrainingSet, base: Any) -> TrainingRecipe:
         """The recipe of members 1.., from ``network`` and ``data``, else the base's stored

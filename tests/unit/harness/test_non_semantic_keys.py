@@ -10,17 +10,21 @@ from omegaconf import OmegaConf
 from bench.harness.records import config_hash
 from tests.helpers import compose_config
 
-# (method, path of the choice, its default, the oracle's value, an override that changes numbers)
+# (experiment/method, path of the choice, its default, the oracle's value, an override that
+# changes numbers)
 CHOICES = [
-    ("nn_ssla", ("base", "loop"), "fast", "lightning", "base.patience=21"),
-    ("mfvi", ("method", "loop"), "fast", "lightning", "+method.patience=21"),
-    ("vi", ("method", "loop"), "fast", "lightning", "+method.patience=21"),
-    ("hmc", ("method", "sampler"), "fast", "pyro", "protocol=corrected"),
+    ("ssla/table-2/nn_ssla", ("base", "loop"), "fast", "lightning", "base.patience=21"),
+    ("ssla/table-2/mfvi", ("method", "loop"), "fast", "lightning", "+method.patience=21"),
+    ("ssla/table-2/vi", ("method", "loop"), "fast", "lightning", "+method.patience=21"),
+    ("ssla/table-2/hmc", ("method", "sampler"), "fast", "pyro", "protocol=corrected"),
+    ("laplace_redux/table-3/classifier_ensemble", ("method", "training"), "batched",
+     "sequential", "method.members=3"),
 ]
 
 
-def _resolved(method: str, *extra: str) -> dict:
-    cfg = compose_config(["experiment=ssla/table-2", f"method={method}", *extra])
+def _resolved(job: str, *extra: str) -> dict:
+    experiment, _, method = job.rpartition("/")
+    cfg = compose_config([f"experiment={experiment}", f"method={method}", *extra])
     config = OmegaConf.to_container(cfg, resolve=True)
     config.pop("hydra", None)
     return config

@@ -76,7 +76,24 @@ def test_without_a_network_node_the_base_must_be_a_stored_network(tmp_path):
         ClassifierEnsemble(members=2).fit(tiny_data(tmp_path), seed=6, base=base)
 
 
-@pytest.mark.parametrize(("key", "value"), [("members", 0), ("network", "lenet_redux")])
+def test_batched_and_sequential_members_are_the_same_networks_in_the_same_store(tmp_path):
+    data = tiny_data(tmp_path)
+    base = stored_base(data, seed=6)
+    batched = ClassifierEnsemble(members=3, network=NETWORK)
+    assert batched.training == "batched"
+    assert batched.fit(data, seed=6, base=base)["members_trained_now"] == [1, 2]
+    sequential = ClassifierEnsemble(members=3, network=NETWORK, training="sequential")
+    assert sequential.fit(data, seed=6, base=base)["members_trained_now"] == []
+    oracle = ClassifierEnsemble(members=3, network=NETWORK, training="sequential")
+    oracle_data = tiny_data(tmp_path / "oracle")
+    assert oracle.fit(oracle_data, seed=6, base=base)["members_trained_now"] == [1, 2]
+    x = torch.rand(9, 1, 28, 28, generator=make_generator(1))
+    torch.testing.assert_close(batched.predict(x).probs, oracle.predict(x).probs,
+                               rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize(("key", "value"), [("members", 0), ("network", "lenet_redux"),
+                                            ("training", "parallel")])
 def test_bad_values_name_the_key(key, value):
     with pytest.raises(ConfigError, match=f"^method.{key}="):
         ClassifierEnsemble(**{key: value})
