@@ -31,8 +31,6 @@ folder once training finishes.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -46,18 +44,22 @@ from torch import Tensor, nn
 
 from bench.datasets.augmentation import training_augmentation
 from bench.harness.errors import ConfigError, require_choice
+from bench.harness.hashing import file_sha256, json_hash
 from bench.harness.overrides import default_results_dir
 from bench.harness.rng import derived_seed, make_generator
 from bench.harness.stored_files import (
+    CHECKPOINT_NAME,
+    HISTORY_NAME,
+    RECIPE_NAME,
     DamagedStoreFile,
     discard_checkpoint,
     error_reason,
-    exclusive_lock,
     load_checkpoint,
     load_stored_tensors,
     publish_folder,
     read_stored_json,
     save_atomically,
+    stored_or_built,
     write_json,
 )
 from bench.models.classifiers import CLASSIFIERS, build_classifier
@@ -66,10 +68,6 @@ from bench.training.classifier import ClassifierCheckpoint, TrainingStage, train
 logger = logging.getLogger("bench.training")
 
 WEIGHTS_NAME = "weights.pt"
-RECIPE_NAME = "recipe.json"
-HISTORY_NAME = "history.json"
-CHECKPOINT_NAME = "checkpoint.pt"
-HASH_DIGITS = 12
 OPTIONAL_DATASET_KEYS = ("augmentation",)
 
 
@@ -108,11 +106,7 @@ class PretrainedWeights:
         if not file.is_file():
             raise ConfigError(f"{key}={str(path)!r}: no such weights file (a state dict saved "
                               "with torch.save, e.g. torchvision's resnet18-f37072fd.pth)")
-        digest = hashlib.sha256()
-        with open(file, "rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
-        return cls(digest.hexdigest(), str(file))
+        return cls(file_sha256(file), str(file))
 
     @classmethod
     def from_value(cls, value: Any, key: str = "recipe.pretrained") -> PretrainedWeights | None:
@@ -251,14 +245,10 @@ def _positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-def canonical_json(recipe: TrainingRecipe) -> str:
-    """The recipe's JSON with sorted keys and no spaces: equal recipes give equal text."""
-    return json.dumps(recipe.to_dict(), sort_keys=True, separators=(",", ":"), allow_nan=False)
-
-
 def recipe_hash(recipe: TrainingRecipe) -> str:
-    """First 12 hex digits of the SHA-256 of the recipe's canonical JSON."""
-    return hashlib.sha256(canonical_json(recipe).encode()).hexdigest()[:HASH_DIGITS]
+    """First 12 hex digits of the SHA-256 of the recipe's canonical JSON (sorted keys, no
+    spaces: equal recipes give equal hashes)."""
+    return json_hash(recipe.to_dict())
 
 
 def network_dir(results_dir: Path | str, recipe: TrainingRecipe, seed: int) -> Path:
@@ -307,13 +297,10 @@ def trained_network(recipe: TrainingRecipe, seed: int, train_images: Tensor,
                         recipe, seed)
     device = torch.device("cpu" if device is None else device)
     _check_data(recipe, train_images, train_labels)
-    if (final / WEIGHTS_NAME).exists():
-        return load_network(final, recipe, seed, device)
-    with exclusive_lock(final.with_name(f"{final.name}.lock")):
-        if (final / WEIGHTS_NAME).exists():
-            return load_network(final, recipe, seed, device)
-        return _train_and_store(recipe, seed, train_images, train_labels, final, device,
-                                on_epoch_end)
+    return stored_or_built(
+        final, WEIGHTS_NAME, lambda path: load_network(path, recipe, seed, device),
+        lambda partial: _train_and_store(recipe, seed, train_images, train_labels, partial,
+                                         final, device, on_epoch_end))
 
 
 def load_network(path: Path, recipe: TrainingRecipe, seed: int,
@@ -422,11 +409,9 @@ def _check_data(recipe: TrainingRecipe, images: Tensor, labels: Tensor) -> None:
 
 
 def _train_and_store(recipe: TrainingRecipe, seed: int, images: Tensor, labels: Tensor,
-                     final: Path, device: torch.device,
+                     partial: Path, final: Path, device: torch.device,
                      on_epoch_end: Callable[[ClassifierCheckpoint], None] | None
                      ) -> StoredNetwork:
-    partial = final.with_name(f"{final.name}.partial")
-    partial.mkdir(parents=True, exist_ok=True)
     checkpoint_path = partial / CHECKPOINT_NAME
     resume = None
     saved = load_checkpoint(checkpoint_path)
