@@ -87,13 +87,13 @@ class SnelsonGapData:
 
         ``seed`` is accepted for the datasets' common ``splits(seed)`` and ignored: the
         thesis's sets are fixed by ``train_seed`` and ``test_seed``."""
-        sets = []
-        for seed, n in ((self.train_seed, self.n_train), (self.test_seed, self.n_test)):
+        def draw(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
             x, y = snelson_with_gap(seed, n, noise_sd=self.noise_variance**0.5,
                                     gap_low=self.gap_low, gap_high=self.gap_high)
-            sets += [torch.as_tensor(x, dtype=torch.float64).unsqueeze(1),
-                     torch.as_tensor(y, dtype=torch.float64)]
-        return TrainTest(self.name, *sets)
+            return x.reshape(-1, 1), y
+
+        return TrainTest.drawn(self.name, draw, (self.train_seed, self.n_train),
+                               (self.test_seed, self.n_test))
 
     def plot_inputs(self) -> torch.Tensor:
         """The figure's x-grid ``[plot_points, 1]``."""

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+import torch
 from torch import Tensor
 
 from bench.datasets.training_set import TrainingSet
@@ -22,6 +25,19 @@ class TrainTest:
     y_train: Tensor
     x_test: Tensor
     y_test: Tensor
+
+    @classmethod
+    def drawn(cls, name: str, draw: Callable[[int, int], tuple[Any, Any]],
+              train: tuple[int, int], test: tuple[int, int]) -> TrainTest:
+        """The sets ``draw(seed, n) -> (inputs [n, d], targets [n])`` gives for the training
+        ``(seed, n)`` and the test ``(seed, n)`` (the toy sets that do not depend on the job
+        seed), as float64 tensors."""
+        sets = []
+        for seed, n in (train, test):
+            x, y = draw(seed, n)
+            sets += [torch.as_tensor(x, dtype=torch.float64),
+                     torch.as_tensor(y, dtype=torch.float64)]
+        return cls(name, *sets)
 
     @property
     def input_dim(self) -> int:

@@ -40,12 +40,10 @@ class TwoMoonsData:
 
         ``seed`` is accepted for the datasets' common ``splits(seed)`` and ignored: the
         thesis's sets are fixed by ``train_seed`` and ``test_seed``."""
-        sets = []
-        for seed, n in ((self.train_seed, self.n_train), (self.test_seed, self.n_test)):
-            x, y = make_moons(n_samples=n, noise=self.noise, random_state=seed)
-            sets += [torch.as_tensor(x, dtype=torch.float64),
-                     torch.as_tensor(y, dtype=torch.float64)]
-        return TrainTest(self.name, *sets)
+        return TrainTest.drawn(
+            self.name, lambda seed, n: make_moons(n_samples=n, noise=self.noise,
+                                                  random_state=seed),
+            (self.train_seed, self.n_train), (self.test_seed, self.n_test))
 
     def plot_axes(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The contour grid's two axes, ``plot_points`` values each."""
