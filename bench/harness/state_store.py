@@ -42,14 +42,12 @@ from bench.harness.overrides import default_results_dir
 from bench.harness.stored_files import (
     CHECKPOINT_NAME,
     HISTORY_NAME,
-    RECIPE_NAME,
     load_checkpoint,
     load_stored_tensors,
-    publish_folder,
+    publish_stored,
     read_stored_json,
     save_atomically,
     stored_or_built,
-    write_json,
 )
 
 logger = logging.getLogger("bench.training")
@@ -124,14 +122,10 @@ def stored_state(kind: str, dataset: str, recipe: dict, seed: int, train: TrainF
         state, history = train(checkpoints)
         state = {k: v.detach().cpu() if isinstance(v, torch.Tensor) else v
                  for k, v in state.items()}
-        save_atomically(partial / STATE_NAME, lambda f: torch.save(state, f))
-        write_json(partial / RECIPE_NAME, recipe)
-        write_json(partial / HISTORY_NAME, {
+        publish_stored(partial, final, STATE_NAME, state, recipe, {
             "recipe_hash": expected, "seed": seed, "kind": kind,
             "torch": torch.__version__, "seconds_this_run": time.perf_counter() - started,
             "epochs": history})
-        checkpoints.path.unlink(missing_ok=True)
-        publish_folder(partial, final)
         return StoredState(state, expected, final, history, reused=False)
 
     return stored_or_built(final, STATE_NAME, lambda path: load_state(path, expected),

@@ -129,6 +129,17 @@ def publish_folder(partial: Path, final: Path) -> None:
         aside.unlink(missing_ok=True)
 
 
+def publish_stored(partial: Path, final: Path, result_name: str, tensors: dict, recipe: dict,
+                   history: dict) -> None:
+    """Finish a store folder: save ``tensors`` as ``result_name``, ``recipe`` and ``history``
+    as JSON in ``partial``, drop its epoch checkpoint and publish it as ``final``."""
+    save_atomically(partial / result_name, lambda f: torch.save(tensors, f))
+    write_json(partial / RECIPE_NAME, recipe)
+    write_json(partial / HISTORY_NAME, history)
+    (partial / CHECKPOINT_NAME).unlink(missing_ok=True)
+    publish_folder(partial, final)
+
+
 def save_atomically(path: Path, write: Callable[[Any], None]) -> None:
     """``write(file)`` into a temporary file beside ``path``, flushed, then ``os.replace``."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)

@@ -56,11 +56,10 @@ from bench.harness.stored_files import (
     error_reason,
     load_checkpoint,
     load_stored_tensors,
-    publish_folder,
+    publish_stored,
     read_stored_json,
     save_atomically,
     stored_or_built,
-    write_json,
 )
 from bench.models.classifiers import CLASSIFIERS, build_classifier
 from bench.training.classifier import ClassifierCheckpoint, TrainingStage, train_classifier
@@ -447,15 +446,11 @@ def _train_and_store(recipe: TrainingRecipe, seed: int, images: Tensor, labels: 
         augment=augment)
     seconds = time.perf_counter() - started
     state = {k: v.detach().cpu() for k, v in module.state_dict().items()}
-    save_atomically(partial / WEIGHTS_NAME, lambda f: torch.save(state, f))
-    write_json(partial / RECIPE_NAME, recipe.to_dict())
-    write_json(partial / HISTORY_NAME, {
+    publish_stored(partial, final, WEIGHTS_NAME, state, recipe.to_dict(), {
         "recipe_hash": recipe_hash(recipe), "seed": seed, "device": str(device),
         "torch": torch.__version__, "seconds_this_run": seconds,
         "seconds_all_epochs": sum(epoch["seconds"] for epoch in history), "epochs": history,
         "initial_weights": ("fresh" if recipe.pretrained is None else
                             {"pretrained_sha256": recipe.pretrained.sha256,
                              "kept_fresh": kept_fresh})})
-    checkpoint_path.unlink(missing_ok=True)
-    publish_folder(partial, final)
     return StoredNetwork(module.eval(), recipe_hash(recipe), final, history, reused=False)
