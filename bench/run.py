@@ -1,19 +1,10 @@
 """``python -m bench.run``: the entry point of :mod:`bench.cli.run_command`.
 
-Ctrl-C at any moment, the start-up imports included, stops with one line and status 130.
+Ctrl-C at any moment, the start-up imports included, stops with one line and status 130
+(:func:`bench.cli.interrupt.exit_with_main`).
 """
 
-import sys
-
-INTERRUPTED = ("interrupted; finished jobs keep their records: run the same command again to "
-               "skip them and run the rest")
-
 if __name__ == "__main__":
-    try:
-        from bench.cli.run_command import main
+    from bench.cli.interrupt import exit_with_main
 
-        status = main()
-    except KeyboardInterrupt:
-        print(INTERRUPTED, file=sys.stderr)
-        status = 130
-    raise SystemExit(status)
+    exit_with_main("bench.cli.run_command")

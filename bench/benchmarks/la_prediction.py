@@ -40,7 +40,6 @@ every size (CI smoke); its numbers are not meaningful.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from collections.abc import Callable
@@ -52,6 +51,7 @@ import torch
 from omegaconf import OmegaConf
 from torch import Tensor
 
+from bench.benchmarks.command_line import chosen_sizes, sized_parser
 from bench.benchmarks.network_ssla import machine, publish
 from bench.harness.method_nodes import instantiate_method, method_variants
 from bench.harness.overrides import CONF_DIR
@@ -77,6 +77,8 @@ STEPS = {
 }
 FULL = {"n_test": 8000, "n_train": 1024, "repeats": 7}
 QUICK = {"n_test": 64, "n_train": 64, "repeats": 1}
+SIZES = {"n_test": "test inputs (Table 3's MNIST test part: 8000)",
+         "n_train": "inputs of the LA's fit", "repeats": "timed rounds"}
 
 
 def mnist_shaped(n: int, seed: int) -> tuple[Tensor, Tensor]:
@@ -342,20 +344,9 @@ def render(argv: list[str], cfg: dict, info: dict, device: str, result: dict,
 
 def main(argv: list[str] | None = None) -> None:
     """Run the measurement and write the report."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--n-test", type=int, help="test inputs (Table 3's MNIST test part: "
-                                                  "8000)")
-    parser.add_argument("--n-train", type=int, help="inputs of the LA's fit")
-    parser.add_argument("--repeats", type=int, help="timed rounds")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke)")
-    parser.add_argument("--out", help="Markdown report path (printed either way)")
+    parser = sized_parser(__doc__.split("\n")[0], SIZES, device=True)
     args = parser.parse_args(argv)
-    cfg = dict(QUICK if args.quick else FULL)
-    for key in ("n_test", "n_train", "repeats"):
-        if getattr(args, key) is not None:
-            cfg[key] = getattr(args, key)
+    cfg = chosen_sizes(args, QUICK, FULL, SIZES)
     if min(cfg.values()) < 1:
         parser.error("--n-test, --n-train and --repeats must be positive")
     torch.set_num_threads(args.threads)

@@ -19,13 +19,13 @@ points with the thesis's network (1 -> 5 x 25 tanh -> 1, P = 2676, float64):
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
 
 import torch
 
+from bench.benchmarks.command_line import chosen_sizes, sized_parser
 from bench.benchmarks.network_ssla import machine, publish
 from bench.curvature.jacobians import jacobian_ggn
 from bench.datasets.snelson import SnelsonGapData
@@ -44,6 +44,7 @@ QUICK = {"hidden": 6, "iterations": 3, "repeats": 2}
 ROWS = (("OGGN", "oggn", 1), ("LGVA", "lgva", 1), ("VOGGN", "voggn", 1),
         ("VOGGN, S = 10", "voggn", 10))
 DELTA, NOISE, STEP = 0.6309573444801932, 0.1, 0.1
+SIZES = {"iterations": "loop iterations per algorithm"}
 
 
 def textbook_step(state: NaturalGradientState, f_hat, jacobians, y, likelihood,
@@ -140,15 +141,8 @@ def render(argv: list[str], cfg: dict, info: dict, result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the measurement and write the report."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke)")
-    parser.add_argument("--iterations", type=int, help="loop iterations per algorithm")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    parser.add_argument("--out", help="Markdown report path (printed either way)")
-    args = parser.parse_args(argv)
-    cfg = dict(QUICK if args.quick else FULL)
-    if args.iterations is not None:
-        cfg["iterations"] = args.iterations
+    args = sized_parser(__doc__.split("\n")[0], SIZES).parse_args(argv)
+    cfg = chosen_sizes(args, QUICK, FULL, SIZES)
     torch.set_num_threads(args.threads)
     report = render(sys.argv[1:] if argv is None else argv, cfg, machine(),
                     bench_iterations(cfg))

@@ -18,13 +18,13 @@ the report also extrapolates the cpu scale's grid (651 networks) from the batche
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
 
 import torch
 
+from bench.benchmarks.command_line import chosen_sizes, sized_parser
 from bench.benchmarks.network_ssla import machine, publish
 from bench.datasets.snelson import SnelsonGapData
 from bench.harness.rng import make_generator
@@ -36,6 +36,7 @@ from bench.training.network_grid import train_network_grid
 FULL = {"networks": 31, "steps": 20, "hidden": 25, "repeats": 3}
 QUICK = {"networks": 4, "steps": 3, "hidden": 8, "repeats": 1}
 GRID_NETWORKS, CPU_STEPS = 651, 3000
+SIZES = {"networks": "networks of the grid row", "steps": "Adam steps per run"}
 
 
 def cpu_timed(fn, seconds: list[float]):
@@ -115,17 +116,8 @@ def render(argv: list[str], cfg: dict, info: dict, result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the measurement and write the report."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke)")
-    parser.add_argument("--networks", type=int, help="networks of the grid row")
-    parser.add_argument("--steps", type=int, help="Adam steps per run")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    parser.add_argument("--out", help="Markdown report path (printed either way)")
-    args = parser.parse_args(argv)
-    cfg = dict(QUICK if args.quick else FULL)
-    for key in ("networks", "steps"):
-        if getattr(args, key) is not None:
-            cfg[key] = getattr(args, key)
+    args = sized_parser(__doc__.split("\n")[0], SIZES).parse_args(argv)
+    cfg = chosen_sizes(args, QUICK, FULL, SIZES)
     torch.set_num_threads(args.threads)
     info = machine()
     report = render(sys.argv[1:] if argv is None else argv, cfg, info, bench_grid(cfg))

@@ -20,7 +20,6 @@ weights' values. ``--quick`` shrinks every size (CI smoke); its numbers are not 
 
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import resource
 import statistics
@@ -33,6 +32,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from bench.benchmarks.command_line import chosen_sizes, sized_parser
 from bench.benchmarks.network_ssla import machine, publish
 from bench.harness.rng import make_generator
 from bench.harness.timing import Stopwatch, timed
@@ -168,6 +168,8 @@ FULL = {"n_test": 10000, "n_train": 1000, "samples": 50, "chunk": 1000, "repeats
         "fisher_type": "mc", "mc_samples": 30}
 QUICK = {"n_test": 32, "n_train": 64, "samples": 4, "chunk": 16, "repeats": 1,
          "fisher_type": "type-2", "mc_samples": 1}
+SIZES = {"n_test": "inputs of the predictive", "n_train": "inputs of the curvature fit",
+         "samples": "posterior draws"}
 
 
 def render(argv: list[str], cfg: dict, info: dict, device: str, pred: dict,
@@ -207,19 +209,8 @@ def render(argv: list[str], cfg: dict, info: dict, device: str, pred: dict,
 
 def main(argv: list[str] | None = None) -> None:
     """Run both measurements and write the report."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke)")
-    parser.add_argument("--n-test", type=int, help="inputs of the predictive")
-    parser.add_argument("--n-train", type=int, help="inputs of the curvature fit")
-    parser.add_argument("--samples", type=int, help="posterior draws")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    parser.add_argument("--out", help="Markdown report path (printed either way)")
-    args = parser.parse_args(argv)
-    cfg = dict(QUICK if args.quick else FULL)
-    for key in ("n_test", "n_train", "samples"):
-        if getattr(args, key) is not None:
-            cfg[key] = getattr(args, key)
+    args = sized_parser(__doc__.split("\n")[0], SIZES, device=True).parse_args(argv)
+    cfg = chosen_sizes(args, QUICK, FULL, SIZES)
     torch.set_num_threads(args.threads)
     cfg["threads"] = args.threads
     info = machine()

@@ -38,6 +38,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from bench.cli.interrupt import INTERRUPTED, INTERRUPTED_STATUS
 from bench.harness.errors import ConfigError, require_choice
 from bench.harness.finished_jobs import apply_scale_overrides
 from bench.harness.method_membership import SWEEP_BY_MEMBERSHIP, methods_appearing_in
@@ -275,10 +276,6 @@ def worker_environment(workers: int) -> dict[str, str]:
     return env
 
 
-INTERRUPTED = ("interrupted; finished jobs keep their records: run the same command again to "
-               "skip them and run the rest")
-
-
 def stop_processes(processes: list[subprocess.Popen], grace_s: float = 60.0) -> None:
     """Pass Ctrl-C on to ``processes`` (a terminal already did; a ``kill -INT`` of this
     process did not) and wait for them to leave their records consistent; kill what is still
@@ -328,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         return _main(argv)
     except KeyboardInterrupt:
         print(INTERRUPTED, file=sys.stderr)
-        return 130
+        return INTERRUPTED_STATUS
 
 
 def _main(argv: list[str] | None) -> int:

@@ -17,6 +17,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from bench.cli.interrupt import INTERRUPTED, INTERRUPTED_STATUS
 from bench.harness.errors import ConfigError
 from bench.harness.jobs import (
     FAILED_JOBS,
@@ -56,9 +57,8 @@ def main(argv: list[str] | None = None) -> None:
     except (KeyboardInterrupt, SystemExit) as stop:
         if not interrupted(stop):
             raise
-        print("interrupted; finished jobs keep their records: run the same command again to "
-              "skip them and run the rest", file=sys.stderr)
-        sys.exit(130)
+        print(INTERRUPTED, file=sys.stderr)
+        sys.exit(INTERRUPTED_STATUS)
 
 
 def _validate_and_run(argv: list[str]) -> None:

@@ -18,12 +18,12 @@ from torch import Tensor
 
 from bench.curvature.base import Curvature, GGNBackend
 from bench.curvature.dense import BlockDiagonal
-from bench.curvature.kronecker import Kronecker, layer_matrix, layer_vector
+from bench.curvature.kronecker import Kronecker, LayerBiases, layer_matrix, layer_vector
 from bench.curvature.linalg import symmetric_eigh
 
 
 @dataclass(frozen=True)
-class EigenKronecker(Curvature):
+class EigenKronecker(LayerBiases, Curvature):
     """``scale * blockdiag_l(U_Gl kron U_Ql) diag(S_l) (...)^T + shift * I`` from
     ``layers = ((U_Q, U_G, S), ...)`` (``U_Q`` ``[in + 1, in + 1]`` and ``U_G`` ``[out, out]``
     orthogonal, ``S`` ``[out, in + 1]`` non-negative; ``[in, in]`` and ``[out, in]`` for a
@@ -33,12 +33,7 @@ class EigenKronecker(Curvature):
     biases: tuple[bool, ...] | None = None
 
     def __post_init__(self) -> None:
-        if self.biases is not None and len(self.biases) != len(self.layers):
-            raise ValueError(f"{len(self.biases)} bias flags for {len(self.layers)} layers")
-
-    def has_bias(self, layer: int) -> bool:
-        """Whether ``layer`` has a bias (a trailing 1 in its input basis)."""
-        return True if self.biases is None else bool(self.biases[layer])
+        self._check_bias_flags(len(self.layers))
 
     @classmethod
     def from_backend(cls, backend: GGNBackend, x: Tensor,

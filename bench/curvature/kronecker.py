@@ -20,8 +20,24 @@ from bench.curvature.dense import BlockDiagonal
 from bench.curvature.linalg import symmetric_eigh
 
 
+class LayerBiases:
+    """Per-layer bias flags ``biases`` of a layer-wise Kronecker curvature (None: every layer
+    has a bias, i.e. a trailing 1 in its input factor or basis)."""
+
+    biases: tuple[bool, ...] | None
+
+    def _check_bias_flags(self, n_layers: int) -> None:
+        """ValueError unless there is one flag per layer (or none at all)."""
+        if self.biases is not None and len(self.biases) != n_layers:
+            raise ValueError(f"{len(self.biases)} bias flags for {n_layers} layers")
+
+    def has_bias(self, layer: int) -> bool:
+        """Whether ``layer`` has a bias."""
+        return True if self.biases is None else bool(self.biases[layer])
+
+
 @dataclass(frozen=True)
-class Kronecker(Curvature):
+class Kronecker(LayerBiases, Curvature):
     """``scale * blockdiag_l(G_l kron A_l) + shift * I`` from ``factors = ((A_l, G_l), ...)``
     (``A_l`` ``[in + 1, in + 1]``, ``G_l`` ``[out, out]``), as nngeometry's PMatKFAC.
 
@@ -32,12 +48,7 @@ class Kronecker(Curvature):
     biases: tuple[bool, ...] | None = None
 
     def __post_init__(self) -> None:
-        if self.biases is not None and len(self.biases) != len(self.factors):
-            raise ValueError(f"{len(self.biases)} bias flags for {len(self.factors)} layers")
-
-    def has_bias(self, layer: int) -> bool:
-        """Whether ``layer`` has a bias (a trailing 1 in its input factor)."""
-        return True if self.biases is None else bool(self.biases[layer])
+        self._check_bias_flags(len(self.factors))
 
     @classmethod
     def from_backend(cls, backend: GGNBackend, x: Tensor, weights: Tensor | None) -> Kronecker:

@@ -28,14 +28,7 @@ from bench.datasets.image_classification import (
     _subset,
 )
 from bench.datasets.image_transforms import normalisation, to_float
-from bench.datasets.vision import (
-    IMAGE_SOURCES,
-    ROOT_HINT,
-    ImageDataMissingError,
-    find_image_files,
-    load_images,
-    missing_files_message,
-)
+from bench.datasets.vision import IMAGE_SOURCES, load_images, require_image_files
 from bench.harness.errors import ConfigError, require_choice
 from bench.harness.rng import derived_seed, make_generator
 
@@ -92,14 +85,7 @@ class ClassSubsetImageData:
         _optional_count("dataset.n_train", self.n_train, source.sizes["train"])
         _optional_count("dataset.n_test", self.n_test, source.sizes["test"])
         normalisation(self.normalisation)
-        if not self.download or source.download is None:
-            absent = [split for split in ("train", "test")
-                      if find_image_files(self.images, split, self.root) is None]
-            if absent:
-                raise ImageDataMissingError(
-                    missing_files_message(self.images, absent, self.root, root_hint=False)
-                    + f" ({ROOT_HINT}); or set dataset.download=true to let torchvision "
-                    "fetch them")
+        require_image_files({self.images: ["train", "test"]}, self.root, self.download)
 
     @property
     def num_classes(self) -> int:

@@ -10,7 +10,7 @@ design of the prior-modularity tables, whose task builds one problem per prior.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -44,6 +44,15 @@ def _check_sizes(sizes: list[int]) -> list[int]:
     return [int(n) for n in sizes]
 
 
+def _problem_per_size(model, grid: Tensor, sizes: list[int], draw: Callable[[int], Tensor],
+                      dtype: torch.dtype) -> Iterator[ConjugateProblem]:
+    """One problem ``n=<n>`` per sample size, its ``n`` observations ``draw(n)`` (taken one
+    size after another from the caller's stream) and the exact log-PPD on ``grid``."""
+    for n in _check_sizes(sizes):
+        data = Data(y=draw(n).to(dtype))
+        yield ConjugateProblem(f"n={n}", model, data, None, grid, model.exact_log_ppd(data, grid))
+
+
 @dataclass
 class NormalNormalData:
     """n draws from N(mu, sigma2), taken one size after another from one stream (Figure 1)."""
@@ -65,11 +74,10 @@ class NormalNormalData:
         model = NormalMeanModel(self.sigma2, self.prior_mean, self.prior_var, dtype=dtype)
         grid = torch.linspace(self.grid_start, self.grid_stop, self.grid_num).to(dtype)
         scale = torch.sqrt(torch.tensor(self.sigma2))
-        for n in _check_sizes(self.sizes):
-            y = torch.normal(torch.full((n,), self.mu), scale.expand(n), generator=rng)
-            data = Data(y=y.to(dtype))
-            exact = model.exact_log_ppd(data, grid)
-            yield ConjugateProblem(f"n={n}", model, data, None, grid, exact)
+        yield from _problem_per_size(
+            model, grid, self.sizes,
+            lambda n: torch.normal(torch.full((n,), self.mu), scale.expand(n), generator=rng),
+            dtype)
 
 
 @dataclass
@@ -88,11 +96,9 @@ class PoissonGammaData:
         require_positive("dataset.rate", self.rate)
         model = PoissonRateModel(self.prior_shape, self.prior_rate, dtype=dtype)
         grid = torch.arange(0, self.grid_max + 1).to(dtype)
-        for n in _check_sizes(self.sizes):
-            y = torch.poisson(torch.full((n,), float(self.rate)), generator=rng)
-            data = Data(y=y.to(dtype))
-            exact = model.exact_log_ppd(data, grid)
-            yield ConjugateProblem(f"n={n}", model, data, None, grid, exact)
+        yield from _problem_per_size(
+            model, grid, self.sizes,
+            lambda n: torch.poisson(torch.full((n,), float(self.rate)), generator=rng), dtype)
 
 
 def prior_label(mean: list[float], cov_scale: float) -> str:

@@ -43,11 +43,10 @@ from bench.datasets.image_transforms import normalisation, rotate_images, to_flo
 from bench.datasets.vision import (
     CIFAR10_C_CORRUPTIONS,
     IMAGE_SOURCES,
-    ROOT_HINT,
-    ImageDataMissingError,
-    find_image_files,
+    image_files_obtainable,
     load_images,
     missing_files_message,
+    require_image_files,
 )
 from bench.harness.errors import ConfigError, require_choice
 from bench.harness.rng import derived_seed, make_generator
@@ -170,24 +169,13 @@ class ImageClassificationData:
 
     def _check_files(self) -> None:
         """Stop with one line when a needed file is absent (and cannot be downloaded)."""
-        needed = {self.images: ["train", "test"],
-                  **{name: ["test"] for name in self.ood if name not in self.optional_ood}}
-        parts = []
-        for name, splits in needed.items():
-            if not self._obtainable(name, splits):
-                absent = [split for split in splits
-                          if find_image_files(name, split, self.root) is None]
-                parts.append(missing_files_message(name, absent, self.root, root_hint=False))
-        if parts:
-            hint = "" if self.download else "; or set dataset.download=true to let torchvision" \
-                " fetch them"
-            raise ImageDataMissingError("; ".join(parts) + f" ({ROOT_HINT}){hint}")
+        require_image_files({self.images: ["train", "test"],
+                             **{name: ["test"] for name in self.ood
+                                if name not in self.optional_ood}}, self.root, self.download)
 
     def _obtainable(self, name: str, splits: Sequence[str]) -> bool:
         """Whether the files of ``name``'s ``splits`` are here (or may be downloaded)."""
-        if self.download and IMAGE_SOURCES[name].download is not None:
-            return True
-        return all(find_image_files(name, split, self.root) is not None for split in splits)
+        return image_files_obtainable(name, splits, self.root, self.download)
 
     @property
     def available_ood(self) -> tuple[str, ...]:

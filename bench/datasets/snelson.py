@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from scipy.interpolate import CubicSpline
 
-from bench.datasets.train_test import TrainTest
+from bench.datasets.train_test import FixedToySets
 from bench.harness.errors import ConfigError, require_positive
 
 SNELSON_X_MIN = 0.059167804
@@ -56,18 +56,10 @@ def snelson_with_gap(seed: int, n: int, *, noise_sd: float = 0.3, gap_low: float
 
 
 @dataclass
-class SnelsonGapData:
-    """Settings of the Snelson-with-gap toy; :meth:`splits` draws the fixed train/test sets.
-
-    The sets do not depend on the job seed (the thesis uses one data set); the job seed
-    drives the networks' initialisation and the Monte Carlo draws.
-    """
+class SnelsonGapData(FixedToySets):
+    """Settings of the Snelson-with-gap toy; :meth:`splits` draws the fixed train/test sets."""
 
     name: str = "snelson_gap"
-    n_train: int = 150
-    n_test: int = 1000
-    train_seed: int = 6
-    test_seed: int = 5
     noise_variance: float = 0.09
     gap_low: float = 1.5
     gap_high: float = 2.4
@@ -76,24 +68,18 @@ class SnelsonGapData:
     plot_points: int = 241
 
     def __post_init__(self) -> None:
-        for key in ("n_train", "n_test", "noise_variance", "plot_points"):
+        super().__post_init__()
+        for key in ("noise_variance", "plot_points"):
             require_positive(f"dataset.{key}", getattr(self, key))
         if not self.gap_low < self.gap_high:
             raise ConfigError(f"dataset.gap_low={self.gap_low} must be below "
                               f"dataset.gap_high={self.gap_high}")
 
-    def splits(self, seed: int | None = None) -> TrainTest:
-        """Training set (``train_seed``) and test set (``test_seed``) as float64 tensors.
-
-        ``seed`` is accepted for the datasets' common ``splits(seed)`` and ignored: the
-        thesis's sets are fixed by ``train_seed`` and ``test_seed``."""
-        sets = []
-        for seed, n in ((self.train_seed, self.n_train), (self.test_seed, self.n_test)):
-            x, y = snelson_with_gap(seed, n, noise_sd=self.noise_variance**0.5,
-                                    gap_low=self.gap_low, gap_high=self.gap_high)
-            sets += [torch.as_tensor(x, dtype=torch.float64).unsqueeze(1),
-                     torch.as_tensor(y, dtype=torch.float64)]
-        return TrainTest(self.name, *sets)
+    def draw(self, seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """``n`` inputs ``[n, 1]`` and targets ``[n]`` drawn from ``seed`` (module docstring)."""
+        x, y = snelson_with_gap(seed, n, noise_sd=self.noise_variance**0.5,
+                                gap_low=self.gap_low, gap_high=self.gap_high)
+        return x.reshape(-1, 1), y
 
     def plot_inputs(self) -> torch.Tensor:
         """The figure's x-grid ``[plot_points, 1]``."""

@@ -6,46 +6,36 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from sklearn.datasets import make_moons
 
-from bench.datasets.train_test import TrainTest
+from bench.datasets.train_test import FixedToySets
 from bench.harness.errors import ConfigError, require_positive
 
 
 @dataclass
-class TwoMoonsData:
-    """Settings of the two-moons toy; :meth:`splits` draws the fixed train/test sets (the
-    job seed drives only initialisation and Monte Carlo draws)."""
+class TwoMoonsData(FixedToySets):
+    """Settings of the two-moons toy; :meth:`splits` draws the fixed train/test sets, labels
+    0. / 1."""
 
     name: str = "two_moons"
-    n_train: int = 150
-    n_test: int = 1000
     noise: float = 0.3
-    train_seed: int = 6
-    test_seed: int = 5
     plot_low: tuple[float, float] = (-2.0, -1.75)
     plot_high: tuple[float, float] = (3.0, 2.25)
     plot_points: int = 60
 
     def __post_init__(self) -> None:
-        for key in ("n_train", "n_test", "noise", "plot_points"):
+        super().__post_init__()
+        for key in ("noise", "plot_points"):
             require_positive(f"dataset.{key}", getattr(self, key))
         if not all(lo < hi for lo, hi in zip(self.plot_low, self.plot_high, strict=True)):
             raise ConfigError(f"dataset.plot_low={list(self.plot_low)} must be below "
                               f"dataset.plot_high={list(self.plot_high)} in both coordinates")
 
-    def splits(self, seed: int | None = None) -> TrainTest:
-        """Training and test sets as float64 tensors, labels 0. / 1.
-
-        ``seed`` is accepted for the datasets' common ``splits(seed)`` and ignored: the
-        thesis's sets are fixed by ``train_seed`` and ``test_seed``."""
-        sets = []
-        for seed, n in ((self.train_seed, self.n_train), (self.test_seed, self.n_test)):
-            x, y = make_moons(n_samples=n, noise=self.noise, random_state=seed)
-            sets += [torch.as_tensor(x, dtype=torch.float64),
-                     torch.as_tensor(y, dtype=torch.float64)]
-        return TrainTest(self.name, *sets)
+    def draw(self, seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """scikit-learn's ``make_moons`` of ``n`` points with ``random_state=seed``."""
+        return make_moons(n_samples=n, noise=self.noise, random_state=seed)
 
     def plot_axes(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The contour grid's two axes, ``plot_points`` values each."""

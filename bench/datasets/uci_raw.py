@@ -29,7 +29,6 @@ of step 1 are reconstructed (``shared/data/MANIFEST.md``):
 
 from __future__ import annotations
 
-import hashlib
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ import pandas as pd
 
 from bench.datasets.data_root import DATA_DIR_ENV, data_root
 from bench.harness.errors import require_choice
+from bench.harness.hashing import file_sha256
 
 UCIMLREPO_CACHE = "ucimlrepo_original.csv"
 
@@ -225,15 +225,6 @@ def load_uci_frame(name: str, root: str | Path | None = None) -> pd.DataFrame:
     return frame
 
 
-def sha256_of(path: Path) -> str:
-    """Hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def folder_checksums(folder: Path) -> dict[str, str]:
     """``{file name: sha256}`` from the folder's ``SHA256SUMS`` (empty when there is none)."""
     listing = folder / FOLDER_CHECKSUMS
@@ -258,7 +249,7 @@ def read_verified(source: UciSource, paths: Sequence[Path]) -> pd.DataFrame:
     unverified = []
     for path in paths:
         known = expected.get(path.name)
-        if known is None or sha256_of(path) != known:
+        if known is None or file_sha256(path) != known:
             if path.name in declared:
                 raise UciDataCorruptError(f"{path}: its sha256 differs from the one listed in "
                                           f"{path.parent / FOLDER_CHECKSUMS}; replace the file")

@@ -283,6 +283,29 @@ def missing_files_message(name: str, splits: str | Sequence[str],
             f"{folder}/ ({notes})")
 
 
+def image_files_obtainable(name: str, splits: Sequence[str], root: str | Path | None,
+                           download: bool) -> bool:
+    """Whether the files of ``name``'s ``splits`` are under ``root``, or may be downloaded
+    (``download`` and torchvision has a downloader for the set)."""
+    if download and IMAGE_SOURCES[name].download is not None:
+        return True
+    return all(find_image_files(name, split, root) is not None for split in splits)
+
+
+def require_image_files(needed: dict[str, Sequence[str]], root: str | Path | None,
+                        download: bool) -> None:
+    """One-line :class:`ImageDataMissingError` naming, per set of ``needed`` (set -> splits)
+    that is not :func:`image_files_obtainable`, its absent files and their folder."""
+    parts = []
+    for name, splits in needed.items():
+        if not image_files_obtainable(name, splits, root, download):
+            absent = [split for split in splits if find_image_files(name, split, root) is None]
+            parts.append(missing_files_message(name, absent, root, root_hint=False))
+    if parts:
+        hint = "" if download else "; or set dataset.download=true to let torchvision fetch them"
+        raise ImageDataMissingError("; ".join(parts) + f" ({ROOT_HINT}){hint}")
+
+
 def load_images(name: str, split: str, root: str | Path | None = None, *,
                 corruption: str | None = None, severity: int = 0,
                 download: bool = True) -> ImageSet:

@@ -23,7 +23,6 @@ by patterns with ``{seed}`` and ``{fold}``, e.g. ``camelyon17/camelyon17_erm_den
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -45,6 +44,7 @@ from bench.datasets.wilds_layout import (
     read_table,
 )
 from bench.harness.errors import ConfigError, require_choice, require_positive
+from bench.harness.hashing import file_sha256
 from bench.models.wilds_networks import FeatureNetwork, load_checkpoint
 
 WILDS_NAMES = tuple(sorted(SPLITS))
@@ -84,15 +84,6 @@ def resolve_roles(available: tuple[str, ...] | list[str], chains: dict[str, list
             raise ConfigError(f"dataset.splits.{role}={list(chain)} names no split of {name}; "
                               f"choose from: {', '.join(available)}")
     return resolved
-
-
-def file_sha256(path: Path) -> str:
-    """Hex sha256 of a file (the record's provenance of each checkpoint)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class TableSplit(Dataset):

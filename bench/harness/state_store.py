@@ -27,8 +27,6 @@ again and replaced by the new folder once training finishes.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -39,33 +37,30 @@ from typing import Any
 import torch
 
 from bench.harness.errors import ConfigError
+from bench.harness.hashing import json_hash
 from bench.harness.overrides import default_results_dir
 from bench.harness.stored_files import (
-    exclusive_lock,
+    CHECKPOINT_NAME,
+    HISTORY_NAME,
     load_checkpoint,
     load_stored_tensors,
-    publish_folder,
+    publish_stored,
     read_stored_json,
     save_atomically,
-    write_json,
+    stored_or_built,
 )
 
 logger = logging.getLogger("bench.training")
 
 STATE_NAME = "state.pt"
-RECIPE_NAME = "recipe.json"
-HISTORY_NAME = "history.json"
-CHECKPOINT_NAME = "checkpoint.pt"
-HASH_DIGITS = 12
 
 
 def state_recipe_hash(recipe: dict) -> str:
     """First 12 hex digits of the SHA-256 of ``recipe``'s canonical JSON (sorted keys)."""
     try:
-        text = json.dumps(recipe, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        return json_hash(recipe)
     except (TypeError, ValueError) as error:
         raise ConfigError(f"a stored-state recipe must be plain JSON values: {error}") from None
-    return hashlib.sha256(text.encode()).hexdigest()[:HASH_DIGITS]
 
 
 def state_dir(results_dir: Path | str, kind: str, dataset: str, recipe: dict, seed: int) -> Path:
@@ -120,27 +115,21 @@ def stored_state(kind: str, dataset: str, recipe: dict, seed: int, train: TrainF
     final = state_dir(default_results_dir() if results_dir is None else results_dir, kind,
                       dataset, recipe, seed)
     expected = state_recipe_hash(recipe)
-    if (final / STATE_NAME).exists():
-        return load_state(final, expected)
-    with exclusive_lock(final.with_name(f"{final.name}.lock")):
-        if (final / STATE_NAME).exists():
-            return load_state(final, expected)
-        partial = final.with_name(f"{final.name}.partial")
-        partial.mkdir(parents=True, exist_ok=True)
+
+    def train_and_store(partial: Path) -> StoredState:
         checkpoints = Checkpoints(partial)
         started = time.perf_counter()
         state, history = train(checkpoints)
         state = {k: v.detach().cpu() if isinstance(v, torch.Tensor) else v
                  for k, v in state.items()}
-        save_atomically(partial / STATE_NAME, lambda f: torch.save(state, f))
-        write_json(partial / RECIPE_NAME, recipe)
-        write_json(partial / HISTORY_NAME, {
-            "recipe_hash": state_recipe_hash(recipe), "seed": seed, "kind": kind,
+        publish_stored(partial, final, STATE_NAME, state, recipe, {
+            "recipe_hash": expected, "seed": seed, "kind": kind,
             "torch": torch.__version__, "seconds_this_run": time.perf_counter() - started,
             "epochs": history})
-        checkpoints.path.unlink(missing_ok=True)
-        publish_folder(partial, final)
-        return StoredState(state, state_recipe_hash(recipe), final, history, reused=False)
+        return StoredState(state, expected, final, history, reused=False)
+
+    return stored_or_built(final, STATE_NAME, lambda path: load_state(path, expected),
+                           train_and_store)
 
 
 def load_state(path: Path, expected_hash: str | None = None) -> StoredState:

@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
@@ -33,6 +33,13 @@ from bench.harness.errors import ConfigError
 logger = logging.getLogger("bench.training")
 
 REASON_CHARS = 200
+# A finished store folder holds its result file (the store's own name), these two JSON files
+# and, while it is still ``<folder>.partial``, the last epoch's checkpoint.
+RECIPE_NAME = "recipe.json"
+HISTORY_NAME = "history.json"
+CHECKPOINT_NAME = "checkpoint.pt"
+
+Stored = TypeVar("Stored")
 
 
 class DamagedStoreFile(ConfigError):
@@ -122,6 +129,17 @@ def publish_folder(partial: Path, final: Path) -> None:
         aside.unlink(missing_ok=True)
 
 
+def publish_stored(partial: Path, final: Path, result_name: str, tensors: dict, recipe: dict,
+                   history: dict) -> None:
+    """Finish a store folder: save ``tensors`` as ``result_name``, ``recipe`` and ``history``
+    as JSON in ``partial``, drop its epoch checkpoint and publish it as ``final``."""
+    save_atomically(partial / result_name, lambda f: torch.save(tensors, f))
+    write_json(partial / RECIPE_NAME, recipe)
+    write_json(partial / HISTORY_NAME, history)
+    (partial / CHECKPOINT_NAME).unlink(missing_ok=True)
+    publish_folder(partial, final)
+
+
 def save_atomically(path: Path, write: Callable[[Any], None]) -> None:
     """``write(file)`` into a temporary file beside ``path``, flushed, then ``os.replace``."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
@@ -157,3 +175,19 @@ def exclusive_lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def stored_or_built(final: Path, result_name: str, load: Callable[[Path], Stored],
+                    build: Callable[[Path], Stored]) -> Stored:
+    """``load(final)`` when the finished folder ``final`` holds its ``result_name`` file; else,
+    under the exclusive lock ``<final>.lock``, ``build(partial)`` with the folder
+    ``<final>.partial`` (created if absent), which trains, saves and publishes it. A process
+    that waited for the lock while another built the folder loads it instead."""
+    if (final / result_name).exists():
+        return load(final)
+    with exclusive_lock(final.with_name(f"{final.name}.lock")):
+        if (final / result_name).exists():
+            return load(final)
+        partial = final.with_name(f"{final.name}.partial")
+        partial.mkdir(parents=True, exist_ok=True)
+        return build(partial)

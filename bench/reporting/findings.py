@@ -23,11 +23,16 @@ from bench.reporting.formatting import GAP, format_compact
 from bench.reporting.markdown import heading_slug
 from bench.reporting.summary import (
     PAPER_PROTOCOLS,
-    UNCONFIRMED,
     causeless_verdicts,
     under_cause_rule,
 )
-from bench.reporting.verdicts import CAUSE_REQUIRED, DIFFERS, NEEDS_DATA, NOT_COMPARABLE
+from bench.reporting.verdicts import (
+    CAUSE_REQUIRED,
+    DIFFERS,
+    NEEDS_DATA,
+    NOT_COMPARABLE,
+    UNCONFIRMED,
+)
 
 CAUSE_CHARS = 400
 FINDINGS_NAME = "FINDINGS.md"

@@ -35,20 +35,10 @@ from bench.reporting.compare import ordered_protocols, scales_of
 from bench.reporting.files import SUMMARY_SUFFIX, write_atomically
 from bench.reporting.markdown import ANCHORS_HEADING, cells_heading, heading_slug
 from bench.reporting.spec import ArtifactSpec
-from bench.reporting.verdicts import (
-    CAUSE_REQUIRED,
-    CLOSE,
-    DIFFERS,
-    FAILED,
-    MISSING,
-    NEEDS_DATA,
-    NOT_COMPARABLE,
-    VERDICTS,
-)
+from bench.reporting.verdicts import CAUSE_REQUIRED, NEEDS_DATA, UNCONFIRMED, VERDICTS
 
 SCHEMA_VERSION = 2
 CAUSES_REQUIRED_SINCE = 2
-UNCONFIRMED = (DIFFERS, FAILED, MISSING, NEEDS_DATA, CLOSE, NOT_COMPARABLE)
 NO_PROTOCOL = ""
 PAPER_PROTOCOLS = ("paper", NO_PROTOCOL)
 # Smoke runs check the plumbing on a few points; their differences from the paper are

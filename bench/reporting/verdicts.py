@@ -28,6 +28,8 @@ NEEDS_DATA = "needs data"
 VERDICTS = (AGREES, CLOSE, DIFFERS, NOT_COMPARABLE, NO_PAPER_VALUE, MISSING, FAILED, NEEDS_DATA)
 # Verdicts that need a cause naming their evidence, under the paper's protocol.
 CAUSE_REQUIRED = (DIFFERS, CLOSE)
+# Verdicts that leave a paper number unconfirmed, in the order FINDINGS.md lists them.
+UNCONFIRMED = (DIFFERS, FAILED, MISSING, NEEDS_DATA, CLOSE, NOT_COMPARABLE)
 
 
 @dataclass(frozen=True)

@@ -88,44 +88,53 @@ def _draw_panel(ax, summaries, panel: str, metric: str, flat_rows: tuple[str, ..
     ax.tick_params(which="both", labelsize=6)
 
 
+def _curve_panels(records: list[dict[str, Any]], rows: tuple[str, ...],
+                  columns: tuple[str, ...], metric: str, flat_rows: tuple[str, ...],
+                  figsize: tuple[float, float]):
+    """A figure of ``len(rows) x len(columns)`` panels, panel ``<row>/<column>`` holding the
+    curves of ``metric`` (:func:`_draw_panel`); returns the figure, its axes and
+    ``[(ax, row, column)]`` for the caller's per-panel styling."""
+    summaries = summarise_cells(records)
+    fig, axes = plt.subplots(len(rows), len(columns), figsize=figsize, squeeze=False)
+    panels = []
+    for i, row in enumerate(rows):
+        for j, column in enumerate(columns):
+            _draw_panel(axes[i][j], summaries, f"{row}/{column}", metric, flat_rows)
+            panels.append((axes[i][j], row, column))
+    return fig, axes, panels
+
+
+def _finish(fig, axes, title: str, records: list[dict[str, Any]], bottom: float):
+    """One legend for all panels, ``title`` with the seed count, the panels above the legend."""
+    _legend(fig, axes)
+    fig.suptitle(f"{title} (mean over seeds, 95% CI; {_seed_count(records)})", fontsize=9)
+    fig.tight_layout(rect=(0, bottom, 1, 0.96))
+    return fig
+
+
 def w2_curves(records: list[dict[str, Any]], spec=None):
     """Figure 1: mean W2 to the full-LLA predictive vs k, rows = working model, columns =
     test domain (log y axis)."""
-    summaries = summarise_cells(records)
-    fig, axes = plt.subplots(2, 3, figsize=(11, 6.2), squeeze=False)
-    for i, specification in enumerate(SPECIFICATIONS):
-        for j, domain in enumerate(DOMAINS):
-            ax = axes[i][j]
-            _draw_panel(ax, summaries, f"{specification}/{domain}", "w2", FIGURE_1_FLAT_ROWS)
-            ax.set_yscale("log")
-            ax.set_title(f"{specification}, {domain} test", fontsize=8)
-            ax.set_ylabel("mean W2 to full LLA", fontsize=7)
-    _legend(fig, axes)
-    fig.suptitle(f"Subnetwork Figure 1: W2 vs k (mean over seeds, 95% CI; "
-                 f"{_seed_count(records)})", fontsize=9)
-    fig.tight_layout(rect=(0, 0.07, 1, 0.96))
-    return fig
+    fig, axes, panels = _curve_panels(records, SPECIFICATIONS, DOMAINS, "w2",
+                                      FIGURE_1_FLAT_ROWS, (11, 6.2))
+    for ax, specification, domain in panels:
+        ax.set_yscale("log")
+        ax.set_title(f"{specification}, {domain} test", fontsize=8)
+        ax.set_ylabel("mean W2 to full LLA", fontsize=7)
+    return _finish(fig, axes, "Subnetwork Figure 1: W2 vs k", records, 0.07)
 
 
 def coverage_curves(records: list[dict[str, Any]], spec=None):
     """Figure 2: coverage of 95% intervals for ``f_theta0`` vs k, rows = task, columns =
     working model; LLA, Split, Ensemble and the other k-free surrogates as horizontal lines."""
-    summaries = summarise_cells(records)
-    fig, axes = plt.subplots(2, 2, figsize=(9, 6.8), squeeze=False)
-    for i, likelihood in enumerate(LIKELIHOODS):
-        for j, specification in enumerate(SPECIFICATIONS):
-            ax = axes[i][j]
-            _draw_panel(ax, summaries, f"{likelihood}/{specification}", "cov95",
-                        FIGURE_2_FLAT_ROWS)
-            ax.axhline(0.95, color="black", linewidth=0.6, alpha=0.5)
-            ax.set_ylim(-0.02, 1.02)
-            ax.set_title(f"{likelihood}, {specification}", fontsize=8)
-            ax.set_ylabel("coverage of f_theta0 (95% intervals)", fontsize=7)
-    _legend(fig, axes)
-    fig.suptitle(f"Subnetwork Figure 2: coverage vs k (mean over seeds, 95% CI; "
-                 f"{_seed_count(records)})", fontsize=9)
-    fig.tight_layout(rect=(0, 0.08, 1, 0.96))
-    return fig
+    fig, axes, panels = _curve_panels(records, LIKELIHOODS, SPECIFICATIONS, "cov95",
+                                      FIGURE_2_FLAT_ROWS, (9, 6.8))
+    for ax, likelihood, specification in panels:
+        ax.axhline(0.95, color="black", linewidth=0.6, alpha=0.5)
+        ax.set_ylim(-0.02, 1.02)
+        ax.set_title(f"{likelihood}, {specification}", fontsize=8)
+        ax.set_ylabel("coverage of f_theta0 (95% intervals)", fontsize=7)
+    return _finish(fig, axes, "Subnetwork Figure 2: coverage vs k", records, 0.08)
 
 
 def _legend(fig, axes) -> None:

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from bench.curvature.dense import BlockDiagonal, Dense
+from bench.curvature.eigen_kronecker import EigenKronecker
 from bench.curvature.flat import FlatBackend
 from bench.curvature.function_space import FunctionSpaceGGN
 from bench.curvature.kronecker import Kronecker
@@ -191,3 +192,13 @@ def test_function_space_ggn_is_the_dense_laplace_ggn_precision():
 def test_function_space_ggn_needs_a_prior():
     with pytest.raises(ValueError, match="positive shift"):
         FunctionSpaceGGN(torch.ones(2, 3, dtype=torch.float64), torch.ones(2, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("build", [
+    lambda biases: Kronecker(((torch.eye(3), torch.eye(2)),), biases),
+    lambda biases: EigenKronecker(((torch.eye(3), torch.eye(2), torch.ones(2, 3)),), biases),
+], ids=["kfac", "ekfac"])
+def test_kronecker_structures_take_one_bias_flag_per_layer(build):
+    assert build(None).has_bias(0) and not build((False,)).has_bias(0)
+    with pytest.raises(ValueError, match="2 bias flags for 1 layers"):
+        build((False, True))

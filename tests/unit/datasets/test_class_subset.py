@@ -105,3 +105,13 @@ def test_real_mnist_gives_3000_training_images_and_1991_test_images():
     assert 0.0 <= float(splits.x_train.min()) and float(splits.x_train.max()) <= 1.0
     with pytest.raises(ConfigError, match="more than the 11791 train images"):
         four_nine(SHARED_DATA, n_train=11792).splits(0)
+
+
+def test_missing_files_are_one_line_naming_both_splits_and_the_download_switch(tmp_path):
+    with pytest.raises(ImageDataMissingError) as caught:
+        four_nine(tmp_path)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("image data set 'mnist' (train and test splits) not found: put ")
+    assert f" in {tmp_path}/mnist/ " in message
+    assert message.endswith("; or set dataset.download=true to let torchvision fetch them")

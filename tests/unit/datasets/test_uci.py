@@ -28,9 +28,9 @@ from bench.datasets.uci_raw import (
     UciDataCorruptError,
     UciDataMissingError,
     load_uci_frame,
-    sha256_of,
 )
 from bench.harness.errors import ConfigError
+from bench.harness.hashing import file_sha256
 from tests.helpers import SHARED_DATA, compose_config
 
 SHARED = SHARED_DATA
@@ -146,7 +146,7 @@ def _write_fixtures(root: Path) -> None:
         (uci / "concrete").mkdir()
         shutil.copy(concrete, uci / "concrete" / concrete.name)
     for folder in uci.iterdir():  # generated copies declare their checksums
-        sums = [f"{sha256_of(path)}  {path.name}" for path in sorted(folder.iterdir())]
+        sums = [f"{file_sha256(path)}  {path.name}" for path in sorted(folder.iterdir())]
         (folder / FOLDER_CHECKSUMS).write_text("\n".join(sums) + "\n")
 
 
