@@ -49,15 +49,18 @@ from bench.harness.errors import ConfigError, require_choice
 from bench.harness.overrides import default_results_dir
 from bench.harness.rng import derived_seed, make_generator
 from bench.harness.stored_files import (
+    CHECKPOINT_NAME,
+    HISTORY_NAME,
+    RECIPE_NAME,
     DamagedStoreFile,
     discard_checkpoint,
     error_reason,
-    exclusive_lock,
     load_checkpoint,
     load_stored_tensors,
     publish_folder,
     read_stored_json,
     save_atomically,
+    stored_or_built,
     write_json,
 )
 from bench.models.classifiers import CLASSIFIERS, build_classifier
@@ -66,9 +69,6 @@ from bench.training.classifier import ClassifierCheckpoint, TrainingStage, train
 logger = logging.getLogger("bench.training")
 
 WEIGHTS_NAME = "weights.pt"
-RECIPE_NAME = "recipe.json"
-HISTORY_NAME = "history.json"
-CHECKPOINT_NAME = "checkpoint.pt"
 HASH_DIGITS = 12
 OPTIONAL_DATASET_KEYS = ("augmentation",)
 
@@ -307,13 +307,10 @@ def trained_network(recipe: TrainingRecipe, seed: int, train_images: Tensor,
                         recipe, seed)
     device = torch.device("cpu" if device is None else device)
     check_training_data(recipe, train_images, train_labels)
-    if (final / WEIGHTS_NAME).exists():
-        return load_network(final, recipe, seed, device)
-    with exclusive_lock(final.with_name(f"{final.name}.lock")):
-        if (final / WEIGHTS_NAME).exists():
-            return load_network(final, recipe, seed, device)
-        return train_and_store(recipe, seed, train_images, train_labels, final, device,
-                               on_epoch_end)
+    return stored_or_built(
+        final, WEIGHTS_NAME, lambda path: load_network(path, recipe, seed, device),
+        lambda _partial: train_and_store(recipe, seed, train_images, train_labels, final,
+                                         device, on_epoch_end))
 
 
 def load_network(path: Path, recipe: TrainingRecipe, seed: int,
