@@ -12,19 +12,21 @@ its Hessian eigenvalues below its EPS.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import torch
 from torch import Tensor, nn
-from torch.utils.data import DataLoader
 
 EIGENVALUE_FLOOR = 1e-6
 
 
-def top_ggn_eigenpairs(model: nn.Module, loader: DataLoader, k: int,
+def top_ggn_eigenpairs(model: nn.Module, loader: Iterable, k: int,
                        generator: torch.Generator, floor: float = EIGENVALUE_FLOOR,
                        tolerance: float = 1e-6) -> tuple[Tensor, Tensor]:
     """``(eigenvalues [k'], eigenvectors [P, k'])`` of the summed cross-entropy GGN of
-    ``model`` (its trainable parameters, ``parameters()`` order) over ``loader``, largest
+    ``model`` (its trainable parameters, ``parameters()`` order) over ``loader`` (an iterable
+    of ``(inputs, labels)`` batches), largest
     first, ``k' <= k`` after dropping those at or below ``floor``; in the parameters' dtype."""
     from curvlinops import GGNLinearOperator
     from scipy.sparse.linalg import eigsh

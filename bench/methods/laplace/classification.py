@@ -190,8 +190,11 @@ class LaplaceTorchClassifier:
     # requires_grad is cleared on the adapter's copy; laplace-torch 0.3's all-weights KFAC
     # fails on BatchNorm layers). Read by all-weights post-hoc fits only.
     frozen_batchnorm: bool = False
-    # The rank k of hessian_structure='lowrank' (laplace-torch's default 10); unread otherwise.
+    # The rank k of hessian_structure='lowrank' (laplace-torch's default 10), and how many
+    # training points (the first, in order) its GGN eigenpairs are computed on, scaled to the
+    # full sum (None: all). Unread by the other structures.
     low_rank: int = 10
+    low_rank_data: int | None = None
     fits_on_base: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
@@ -208,6 +211,8 @@ class LaplaceTorchClassifier:
         require_positive("method.tune_lr", self.tune_lr)
         for key in ("n_samples", "tune_steps", "batch_size", "low_rank"):
             require_positive_int(f"method.{key}", getattr(self, key))
+        if self.low_rank_data is not None:
+            require_positive_int("method.low_rank_data", self.low_rank_data)
         subset, tunings, why = LOW_RANK_SCOPE
         if self.hessian_structure == "lowrank" and (self.subset_of_weights != subset
                                                     or self.prior_tuning not in tunings):
@@ -310,7 +315,8 @@ class LaplaceTorchClassifier:
         if self.hessian_structure in BUILT_HERE:
             built_here = get_class(BUILT_HERE[self.hessian_structure])
             return built_here(network, "classification", **options, backend_kwargs={
-                "low_rank": self.low_rank, "seed": getattr(self, "seed", 0)})
+                "low_rank": self.low_rank, "seed": getattr(self, "seed", 0),
+                "data_size": self.low_rank_data})
         return Laplace(network, "classification", subset_of_weights=self.subset_of_weights,
                        hessian_structure=self.hessian_structure,
                        backend=backend_class(self.backend), **options)

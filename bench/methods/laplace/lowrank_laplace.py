@@ -28,20 +28,38 @@ from bench.harness.rng import make_generator
 DEFAULT_RANK = 10
 
 
+def leading_batches(loader: DataLoader, n_points: int | None) -> tuple[list, float]:
+    """The loader's batches up to the first ``n_points`` points (all when None) and the factor
+    ``N / n`` that scales a sum over them to an estimate of the sum over all ``N`` points."""
+    batches, seen, total = [], 0, len(loader.dataset)
+    for x, y in loader:
+        if n_points is not None and seen >= n_points:
+            break
+        take = len(x) if n_points is None else min(len(x), n_points - seen)
+        batches.append((x[:take], y[:take]))
+        seen += take
+    return batches, total / seen
+
+
 class GGNEigenpairs(CurvlinopsGGN):
     """laplace-torch's curvlinops GGN backend (its Jacobians serve the GLM predictive) with the
     ``eig_lowrank`` that ``LowRankLaplace.fit`` calls: the ``low_rank`` largest GGN eigenpairs,
-    the Lanczos start drawn from ``seed``."""
+    the Lanczos start drawn from ``seed``. With ``data_size`` set, the GGN is summed over the
+    first ``data_size`` training points (in loader order) and scaled by ``N / data_size`` (a
+    cheaper estimate of the full sum, for laptop scales); None: every point."""
 
     def __init__(self, model: nn.Module, likelihood: Any, low_rank: int = DEFAULT_RANK,
-                 seed: int = 0, **kwargs: Any) -> None:
+                 seed: int = 0, data_size: int | None = None, **kwargs: Any) -> None:
         super().__init__(model, likelihood, **kwargs)
-        self.low_rank, self.seed = int(low_rank), int(seed)
+        self.low_rank, self.seed, self.data_size = int(low_rank), int(seed), data_size
 
     def eig_lowrank(self, data_loader: DataLoader) -> tuple[Tensor, Tensor, Tensor]:
-        """``(eigenvectors [P, k], factor * eigenvalues [k], factor * summed loss)``."""
-        values, vectors = top_ggn_eigenpairs(self.model, data_loader, self.low_rank,
+        """``(eigenvectors [P, k], factor * eigenvalues [k], factor * summed loss)``; the loss
+        is summed over every point."""
+        batches, scale = leading_batches(data_loader, self.data_size)
+        values, vectors = top_ggn_eigenpairs(self.model, batches, self.low_rank,
                                              make_generator(self.seed))
+        values = values * scale
         device = next(self.model.parameters()).device
         with torch.no_grad():
             loss = sum(self.lossfunc(self.model(x.to(device)), y.to(device))
@@ -51,7 +69,8 @@ class GGNEigenpairs(CurvlinopsGGN):
 
 class GGNLowRankLaplace(LowRankLaplace):
     """laplace-torch's ``LowRankLaplace`` on :class:`GGNEigenpairs` (module docstring);
-    ``backend_kwargs`` take ``low_rank`` (k, default 10 as laplace-torch's) and ``seed``."""
+    ``backend_kwargs`` take ``low_rank`` (k, default 10 as laplace-torch's), ``seed`` and
+    ``data_size``."""
 
     def __init__(self, model: nn.Module, likelihood: Any, **kwargs: Any) -> None:
         kwargs["backend"] = GGNEigenpairs

@@ -78,3 +78,16 @@ def test_the_posterior_is_the_truncated_ggn_plus_the_prior(problem):
     rows = torch.cat([jac[name].reshape(5, 3, -1) for name in params], dim=2)
     expected = torch.einsum("nkp,pq,nlq->nkl", rows, torch.linalg.inv(precision), rows)
     torch.testing.assert_close(la.functional_variance(rows.detach()), expected)
+
+
+def test_eigenpairs_on_the_first_points_are_scaled_to_the_full_sum(problem):
+    """data_size=12 of 24 points (batches of 10: one whole batch and 2 points of the next):
+    the eigenvalues are twice the first 12 points' GGN's."""
+    from bench.methods.laplace.lowrank_laplace import GGNEigenpairs
+
+    model, x, _, loader = problem
+    backend = GGNEigenpairs(model, "classification", low_rank=RANK, seed=3, data_size=12)
+    vectors, values, _ = backend.eig_lowrank(loader)
+    dense_values = torch.linalg.eigvalsh(dense_ggn(model, x[:12])).flip(0)[:RANK]
+    torch.testing.assert_close(values, 2 * dense_values, rtol=1e-6, atol=1e-8)
+    assert vectors.shape == (38, RANK)
