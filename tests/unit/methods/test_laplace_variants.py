@@ -159,3 +159,16 @@ def test_the_corrected_ece_stands_beside_the_authors_ece():
     cells = {cell.column: cell.value for cell in result.cells}
     assert cells["ece"] == pytest.approx(45.0)
     assert cells["ece_corrected"] == pytest.approx(22.75)
+
+
+@pytest.mark.parametrize("scale", ["cpu", "paper"])
+def test_every_variant_takes_the_scale_s_settings(scale):
+    """A scale's method settings reach every variant of the grid (a key missing from some
+    structure nodes would be a struct error when the scale is applied)."""
+    from bench.harness.finished_jobs import apply_scale_overrides
+
+    for posterior in EXPECTED:
+        overrides = [f"experiment={MNIST}", f"scale={scale}", f"la_posterior={posterior}"]
+        cfg = apply_scale_overrides(composed(MNIST, *overrides[1:]), overrides)
+        method = instantiate_method(cfg.method)
+        assert method.low_rank_data == (5000 if scale == "cpu" else None)
