@@ -12,8 +12,8 @@ export BENCH_RESULTS_DIR ?= $(RESULTS)
 # `make <target> PY=/path/to/python` runs in an environment you made yourself: no install step.
 INSTALLED := $(if $(filter command line,$(origin PY)),,$(VENV)/.installed)
 
-.PHONY: help install lock test test-all lint list-reproduce reproduce-all reports report-index \
-	clean-venv
+.PHONY: help install lock test test-integration test-all lint list-reproduce reproduce-all reports \
+	report-index clean-venv
 
 # reproduce-<paper>-<artifact>: run the artifact's jobs at SCALE, then render its report(s).
 # Every artifact with an experiment config and a report spec has one (`make list-reproduce`);
@@ -53,8 +53,14 @@ lock: $(BIN)/uv  ## Re-resolve requirements.lock from pyproject.toml (Python 3.1
 
 # Test workers: one per core (pytest-xdist); TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= auto
-test: $(INSTALLED)  ## Fast test suite (excludes tests marked slow), on every core
-	$(PY) -m pytest -m "not slow" -q -n $(TEST_WORKERS)
+# Two tiers: `make test` is the fast one (unit tests and every golden); the tests marked
+# second_tier (command lines in subprocesses, kill and resume, tuning through its CLI, whole
+# artifacts end to end) are `make test-integration`. CI runs both; neither runs the slow ones.
+test: $(INSTALLED)  ## Fast tier: unit tests and every smoke golden (not slow, not second_tier)
+	$(PY) -m pytest -m "not slow and not second_tier" -q -n $(TEST_WORKERS)
+
+test-integration: $(INSTALLED)  ## Second tier: the slower integration tests (second_tier, not slow)
+	$(PY) -m pytest -m "second_tier and not slow" -q -n $(TEST_WORKERS)
 
 test-all: $(INSTALLED)  ## Every test, slow ones included
 	$(PY) -m pytest -q -n $(TEST_WORKERS)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
+import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
@@ -15,6 +17,29 @@ from bench.harness.result import TaskResult
 REPO = Path(__file__).resolve().parent.parent
 # The shared offline data folder next to the checkout, when there is one.
 SHARED_DATA = REPO.parent / "shared" / "data"
+# The folders of a results directory that hold trained networks and method states
+# (bench.training.network_store, bench.harness.state_store): reused by any job of the same recipe.
+TRAINED_STORE_FOLDERS = ("networks", "states")
+
+
+def session_store_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder shared by every worker of this test run (pytest-xdist workers each have their
+    own base temporary folder, under one common parent)."""
+    base = tmp_path_factory.getbasetemp()
+    common = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    root = common / "trained-store"
+    root.mkdir(exist_ok=True)
+    return root
+
+
+def link_trained_store(results_dir: Path, store: Path) -> None:
+    """Point ``results_dir``'s trained networks and states at ``store``, so jobs with another
+    results directory (their own records) load what an earlier job of the run trained. The stores
+    lock per (recipe, seed), so concurrent workers train each one once."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    for name in TRAINED_STORE_FOLDERS:
+        (store / name).mkdir(exist_ok=True)
+        (results_dir / name).symlink_to(store / name, target_is_directory=True)
 
 
 def compose_config(overrides: list[str]) -> DictConfig:
@@ -60,8 +85,6 @@ def config_error_line(overrides: list[str], results_dir: Path, capsys, monkeypat
     """Run ``bench.run`` on ``overrides``; assert it stops with exit code 2 and one stderr line
     starting with ``error: ``, and return that line."""
     import sys
-
-    import pytest
 
     from bench.cli.run_command import main as run_main
 

@@ -11,7 +11,10 @@ index and ``python -m bench.cli.artifacts`` all read this module.
 
 from __future__ import annotations
 
+import copy
+import functools
 import re
+from pathlib import Path
 
 import yaml
 
@@ -36,7 +39,14 @@ def experiment_file(experiment: str) -> dict:
     path = CONF_DIR / "experiment" / f"{experiment}.yaml"
     if not path.exists():
         return {}
-    return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return copy.deepcopy(_parsed_yaml(str(path), path.stat().st_mtime_ns))
+
+
+@functools.cache
+def _parsed_yaml(path: str, modified_ns: int) -> dict:
+    """The YAML file at ``path`` as of ``modified_ns``: parsed once per version, since every
+    ``side_run_configs`` call reads every experiment's ``name`` (a thousand parses otherwise)."""
+    return yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
 
 
 def results_experiment(experiment: str) -> str:

@@ -178,6 +178,7 @@ def table_7_twice(tmp_path_factory):
     return reference.records(run.experiment), candidate.records(run.experiment)
 
 
+@pytest.mark.second_tier
 @pytest.mark.integration
 def test_a_real_artifact_run_twice_agrees_and_a_perturbed_cell_is_named(table_7_twice):
     reference, candidate = table_7_twice

@@ -46,6 +46,7 @@ def tempered_records(tmp_path_factory) -> list[dict]:
             for p in POSTERIORS]
 
 
+@pytest.mark.second_tier
 def test_structures_share_one_stored_network(tempered_records):
     hashes = {r["fitted"]["recipe_hash"] for r in tempered_records}
     assert len(hashes) == 1
@@ -54,6 +55,7 @@ def test_structures_share_one_stored_network(tempered_records):
     assert len({r["metrics"]["map_test_accuracy"] for r in tempered_records}) == 1
 
 
+@pytest.mark.second_tier
 def test_every_temperature_and_set_has_its_cells(tempered_records):
     record = tempered_records[0]
     temperatures = record["arrays"]["temperatures"]
@@ -65,6 +67,7 @@ def test_every_temperature_and_set_has_its_cells(tempered_records):
     assert any(c["column"] == "hessian_frobenius_norm" for c in kfac["cells"])
 
 
+@pytest.mark.second_tier
 def test_paper_like_kfac_is_its_own_row_through_the_sweep(tempered_records):
     exact, paper_like = tempered_records[1], tempered_records[3]
     assert paper_like["fitted"]["accumulation"] == "paper-like"
@@ -77,6 +80,7 @@ def test_paper_like_kfac_is_its_own_row_through_the_sweep(tempered_records):
         "KFAC/mnist/entropy"]
 
 
+@pytest.mark.second_tier
 def test_every_structure_records_both_last_layer_norms(tempered_records):
     for record in tempered_records[:3]:
         row = record["variant"]
@@ -87,6 +91,7 @@ def test_every_structure_records_both_last_layer_norms(tempered_records):
         assert all(value > 0 for value in norms.values())
 
 
+@pytest.mark.second_tier
 def test_figure_3_and_5_reports_render(tempered_records, tmp_path):
     for key in ("generalized_laplace/figure-3", "generalized_laplace/figure-5"):
         written = render_report(SPECS[key], tempered_records, tmp_path)
@@ -113,6 +118,7 @@ def resnet_records(tmp_path_factory) -> list[dict]:
                 for s in ("diag", "kfac", "ekfac")]
 
 
+@pytest.mark.second_tier
 def test_resnet_structures_share_one_stored_network_and_leave_batchnorm_out(resnet_records):
     assert len({r["fitted"]["recipe_hash"] for r in resnet_records}) == 1
     assert [r["fitted"]["network_reused"] for r in resnet_records] == [False, True, True]
@@ -126,6 +132,7 @@ def test_resnet_structures_share_one_stored_network_and_leave_batchnorm_out(resn
         assert f"cifar10/accuracy@T={t:g}" in columns and f"svhn/entropy@T={t:g}" in columns
 
 
+@pytest.mark.second_tier
 def test_figure_4_and_5b_reports_render(resnet_records, tmp_path):
     for key in ("generalized_laplace/figure-4", "generalized_laplace/figure-5b"):
         written = render_report(SPECS[key], resnet_records, tmp_path)

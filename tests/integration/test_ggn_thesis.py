@@ -38,6 +38,7 @@ def results(tmp_path_factory):
     return tmp_path_factory.mktemp("ggn-thesis")
 
 
+@pytest.mark.second_tier
 def test_model_selection_rows_and_report(results, tmp_path):
     rows = [smoke_record("ggn_thesis/figure-5.2", results, f"grid.noise_variance_index={i}")
             for i in (0, 1)]
@@ -56,6 +57,7 @@ def test_model_selection_rows_and_report(results, tmp_path):
     assert any(p.suffix == ".png" for p in written)
 
 
+@pytest.mark.second_tier
 def test_two_moons_grid_repeats_bit_for_bit_and_reports(results, tmp_path):
     record = smoke_record("ggn_thesis/figure-5.3", results)
     again = smoke_record("ggn_thesis/figure-5.3", tmp_path / "again")
@@ -81,6 +83,7 @@ def test_two_moons_grid_repeats_bit_for_bit_and_reports(results, tmp_path):
         p for p in written if p.suffix == ".md").read_text()
 
 
+@pytest.mark.second_tier
 @pytest.mark.parametrize(("experiment", "columns"), [
     ("ggn_thesis/figure-5.4", {"nn/test_nll", "glm/test_nll", "nn/mean_sd", "glm/mean_sd"}),
     ("ggn_thesis/figure-5.5", {"nn/accuracy", "glm/decisiveness", "model_sd_far_over_near"}),
@@ -176,6 +179,7 @@ def _assert_refused_writing_nothing(base: list[str], override: str, message: str
     assert not any(tmp_path.rglob("record.json"))
 
 
+@pytest.mark.second_tier
 def test_cli_exits_2_with_one_line_naming_the_key(tmp_path):
     env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-m", "bench.run", "experiment=ggn_thesis/figure-5.4",

@@ -8,6 +8,10 @@ last digits, which a thousand stochastic training steps amplify to ~1e-5; a code
 numbers by more), and a complete record. UCI jobs need the shared data files
 the goldens were captured from; they are skipped on generated data. These goldens are also
 the smoke-scale end-to-end test of every experiment (complete record, written to disk).
+
+Every job writes its record to a results directory of its own, while the trained networks and
+method states are one store for the whole test run (as at capture, where all jobs shared one
+results directory): a network that several jobs or experiments use is trained once.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from tests.golden.capture import (
     reads_data_files,
     run_job,
 )
+from tests.helpers import link_trained_store, session_store_root
 
 
 def golden_jobs(scale: str) -> list[tuple[str, str, dict]]:
@@ -47,8 +52,14 @@ def golden_data(tmp_path_factory):
     return golden_data_root(tmp_path_factory.mktemp("golden-data"))
 
 
+@pytest.fixture(scope="session")
+def trained_store(tmp_path_factory):
+    """The trained networks and states every golden job of this run shares."""
+    return session_store_root(tmp_path_factory)
+
+
 def _check(experiment: str, key: str, expected: dict, tmp_path, monkeypatch,
-           golden_data) -> None:
+           golden_data, trained_store) -> None:
     if reads_data_files(experiment):
         here = comparable_origins(golden_data.origins)
         # Goldens without stored origins (SSLA Tables 3 and 4) were captured on the shared
@@ -61,6 +72,7 @@ def _check(experiment: str, key: str, expected: dict, tmp_path, monkeypatch,
     for variable, value in golden_data.environment().items():
         monkeypatch.setenv(variable, value)
     monkeypatch.setenv("BENCH_RESULTS_DIR", str(tmp_path))
+    link_trained_store(tmp_path, trained_store)
     job = key.split(" ")
     got, record = run_job(job, with_record=True)
     assert got["status"] == "ok", record.get("traceback")
@@ -79,13 +91,13 @@ def _check(experiment: str, key: str, expected: dict, tmp_path, monkeypatch,
 @pytest.mark.parametrize(("experiment", "key", "expected"), golden_jobs("smoke"),
                          ids=lambda v: v if isinstance(v, str) else "")
 def test_smoke_job_reproduces_its_golden_cells(experiment, key, expected, tmp_path, monkeypatch,
-                                               golden_data):
-    _check(experiment, key, expected, tmp_path, monkeypatch, golden_data)
+                                               golden_data, trained_store):
+    _check(experiment, key, expected, tmp_path, monkeypatch, golden_data, trained_store)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("experiment", "key", "expected"), golden_jobs("cpu"),
                          ids=lambda v: v if isinstance(v, str) else "")
 def test_cpu_job_reproduces_its_golden_cells(experiment, key, expected, tmp_path, monkeypatch,
-                                             golden_data):
-    _check(experiment, key, expected, tmp_path, monkeypatch, golden_data)
+                                             golden_data, trained_store):
+    _check(experiment, key, expected, tmp_path, monkeypatch, golden_data, trained_store)

@@ -57,6 +57,7 @@ def test_failures_and_non_finite_values_make_failed_records(task, message, tmp_p
     assert len(list(folder.glob("record.failed-*.json"))) == 1
 
 
+@pytest.mark.second_tier
 @pytest.mark.parametrize("stop", [
     signal.SIGKILL,
     pytest.param(signal.SIGTERM, marks=pytest.mark.slow),
@@ -86,6 +87,7 @@ def test_killed_multirun_resumes_without_recomputing(stop, tmp_path):
     assert len(list(tmp_path.rglob("job.unfinished-*.log"))) <= 1
 
 
+@pytest.mark.second_tier
 def test_a_multirun_launches_only_its_unfinished_jobs(tmp_path):
     """Finished jobs are dropped before the launcher (on Slurm: not submitted again) and still
     count in the progress line."""
@@ -188,6 +190,7 @@ def test_slurm_launcher_config_composes():
     assert cfg.hydra.launcher.gpus_per_node == 1
 
 
+@pytest.mark.second_tier
 def test_failed_jobs_make_multirun_and_reproduce_exit_nonzero(tmp_path):
     failing = ["task._target_=tests.helpers.failing_task"]
     run = run_cli(["-m", "experiment=ssla/table-7", "scale=smoke", "seed=1,2", *failing],
@@ -269,6 +272,7 @@ def interrupt_once_running(module: str, args: list[str], results_dir) -> tuple[i
     return proc.returncode, stderr
 
 
+@pytest.mark.second_tier
 @pytest.mark.parametrize("mode", [[], ["-m"]], ids=["single", "multirun"])
 def test_ctrl_c_is_one_line_and_exit_status_130(mode, tmp_path):
     args = [*mode, "experiment=ssla/table-7", "scale=smoke",
@@ -276,6 +280,7 @@ def test_ctrl_c_is_one_line_and_exit_status_130(mode, tmp_path):
     _assert_interrupted(*interrupt_once_running("bench.run", args, tmp_path), tmp_path)
 
 
+@pytest.mark.second_tier
 def test_ctrl_c_during_lightning_training_is_one_line_and_exit_status_130(tmp_path):
     result = run_cli(["experiment=ssla/table-7", "scale=smoke",
                       "task._target_=tests.integration.test_harness.interrupted_in_training_task"],
@@ -283,6 +288,7 @@ def test_ctrl_c_during_lightning_training_is_one_line_and_exit_status_130(tmp_pa
     _assert_interrupted(result.returncode, result.stderr, tmp_path)
 
 
+@pytest.mark.second_tier
 def test_ctrl_c_in_reproduce_stops_its_multiruns_with_one_line_and_status_130(tmp_path):
     """SIGINT to bench.reproduce alone (as ``kill -INT``): it passes the interrupt on to its
     multiruns, which stop cleanly, and says so without a traceback."""

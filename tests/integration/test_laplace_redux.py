@@ -48,6 +48,7 @@ def results(tmp_path_factory):
     return folder
 
 
+@pytest.mark.second_tier
 def test_table_3_cells_are_the_stored_networks_confidences(results):
     records = records_of(results, "table-3")
     assert {r["status"] for r in records} == {"ok"} and len(records) == 6
@@ -77,6 +78,7 @@ def test_table_3_cells_are_the_stored_networks_confidences(results):
     assert la["fitted"]["methods"]["LA"]["laplace_class"] == "KronLLLaplace"
 
 
+@pytest.mark.second_tier
 def test_figure_9_reuses_the_table_3_networks(results):
     table = {r["method"]: r for r in records_of(results, "table-3")}
     records = records_of(results, "figure-9")
@@ -101,6 +103,7 @@ def test_figure_9_reuses_the_table_3_networks(results):
             assert all(f"angle={a}/brier" in {c for _, c in cells} for a in range(0, 181, 15))
 
 
+@pytest.mark.second_tier
 def test_reports_render_with_emnist_needing_data(results, tmp_path):
     table_3 = records_of(results, "table-3")
     written = render_report(SPECS["laplace_redux/table-3"], table_3, tmp_path)
@@ -124,6 +127,7 @@ def run_job(*overrides: str) -> subprocess.CompletedProcess:
                            "scale=smoke", *overrides], cwd=REPO, capture_output=True, text=True)
 
 
+@pytest.mark.second_tier
 def test_missing_in_distribution_files_stop_with_one_line(tmp_path):
     done = run_job(f"dataset.root={tmp_path}", f"results_dir={tmp_path / 'results'}")
     assert done.returncode == 2
@@ -133,6 +137,7 @@ def test_missing_in_distribution_files_stop_with_one_line(tmp_path):
     assert not (tmp_path / "results" / "laplace_redux").exists()
 
 
+@pytest.mark.second_tier
 def test_unknown_ood_set_stops_with_one_line_naming_dataset_ood(tmp_path):
     done = run_job("dataset.ood=[fashion_mnist,emnist_letters]", f"results_dir={tmp_path}")
     assert done.returncode == 2
@@ -140,6 +145,7 @@ def test_unknown_ood_set_stops_with_one_line_naming_dataset_ood(tmp_path):
         "error: dataset.ood='emnist_letters' is not valid; choose one of: mnist, fashion_mnist")
 
 
+@pytest.mark.second_tier
 def test_cifar10c_panel_runs_on_generated_files_and_needs_data_here(tmp_path, monkeypatch):
     from tests.unit.datasets.image_fixtures import write_cifar, write_cifar10_c
 

@@ -48,6 +48,7 @@ def task_state(results, record: dict, task: int) -> dict:
     return torch.load(path, weights_only=True)
 
 
+@pytest.mark.second_tier
 def test_both_structures_learn_every_task_and_fill_the_matrices(results):
     records = records_in(results)
     assert set(records) == {"KFAC", "DIAG"}
@@ -77,6 +78,7 @@ def test_both_structures_learn_every_task_and_fill_the_matrices(results):
         assert record["timings"]["la_eval_s"] > 0
 
 
+@pytest.mark.second_tier
 def test_cells_are_recomputed_from_the_stored_states(results):
     record = records_in(results)["DIAG"]
     cfg = apply_scale_overrides(compose_config([f"experiment={EXPERIMENT}", "scale=smoke"]), [])
@@ -102,6 +104,7 @@ def test_cells_are_recomputed_from_the_stored_states(results):
         assert cells[f"task={s + 1}"] == pytest.approx(100 * laplace_hits)
 
 
+@pytest.mark.second_tier
 def test_a_rerun_loads_every_task_and_gives_the_same_cells(results, tmp_path):
     records = records_in(results)
     record = records["KFAC"]
@@ -114,6 +117,7 @@ def test_a_rerun_loads_every_task_and_gives_the_same_cells(results, tmp_path):
     assert again["arrays"] == record["arrays"]
 
 
+@pytest.mark.second_tier
 def test_report_renders_matrices_and_anchors(results, tmp_path):
     written = render_report(SPECS[EXPERIMENT], list(records_in(results).values()), tmp_path)
     assert {p.suffix for p in written} == {".csv", ".md", ".tex", ".png"}

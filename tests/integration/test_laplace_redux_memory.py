@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from bench.harness.records import iter_records
 from bench.reporting.render import render_report
 from bench.reporting.specs import SPECS
@@ -21,6 +23,7 @@ KRON = 2 * (K * K + H * H + K * K) + (H + 2 * K) + 2
 SCALARS = 4  # prior precision, prior mean, noise, loss
 
 
+@pytest.mark.second_tier
 def test_smoke_reproduce_measures_map_and_laplace_exactly(tmp_path):
     env = {**os.environ, "BENCH_RESULTS_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, "-m", "bench.reproduce", "laplace_redux/table-5",

@@ -55,6 +55,7 @@ def records_of(results) -> list[dict]:
     return list(iter_records(results, "laplace_redux/table-4", "smoke"))
 
 
+@pytest.mark.second_tier
 def test_every_method_runs_and_map_cells_are_the_stored_networks_confidences(results, data_root):
     records = records_of(results)
     assert {r["status"] for r in records} == {"ok"} and len(records) == 6
@@ -97,6 +98,7 @@ def test_every_method_runs_and_map_cells_are_the_stored_networks_confidences(res
     assert bbb["config"]["method_settings"]["BBB"]["optimizer"] == "sgd"
 
 
+@pytest.mark.second_tier
 def test_report_marks_lsun_cells_needs_data_when_its_export_is_absent(results, data_root,
                                                                       tmp_path, monkeypatch):
     lsun_free = tmp_path / "data"
@@ -155,6 +157,7 @@ def last_line(done: subprocess.CompletedProcess) -> str:
     return done.stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.second_tier
 @pytest.mark.parametrize(("overrides", "expected"), [
     (["dataset.ood=[svhn,lsun_bedroom]"],
      "error: dataset.ood='lsun_bedroom' is not valid; choose one of: mnist, fashion_mnist"),
@@ -169,6 +172,7 @@ def test_bad_settings_stop_with_one_line_and_exit_2(data_root, tmp_path, overrid
     assert not (tmp_path / "laplace_redux").exists()
 
 
+@pytest.mark.second_tier
 def test_a_missing_split_stops_with_one_line_and_exit_2(data_root, tmp_path):
     partial = tmp_path / "data"
     write_cifar10_ood_sets(partial, np.random.default_rng(0))
@@ -180,6 +184,7 @@ def test_a_missing_split_stops_with_one_line_and_exit_2(data_root, tmp_path):
     assert not (tmp_path / "results" / "laplace_redux").exists()
 
 
+@pytest.mark.second_tier
 def test_a_checkpoint_of_another_architecture_stops_with_one_line_and_exit_2(data_root,
                                                                             tmp_path):
     # A WRN-16-2 state dict offered as the starting weights of the WRN-16-1 stand-in.

@@ -69,6 +69,7 @@ def records_of(results) -> dict[str, dict]:
     return {r["method"]: r for r in iter_records(results, "laplace_redux/table-2", "smoke")}
 
 
+@pytest.mark.second_tier
 def test_each_structure_has_its_cells_and_its_learned_prior(results):
     records = records_of(results)
     assert set(records) == set(STRUCTURES)
@@ -96,6 +97,7 @@ def test_each_structure_has_its_cells_and_its_learned_prior(results):
         assert record["fitted"]["set_sizes"] == {name: 40 for name in SETS}
 
 
+@pytest.mark.second_tier
 def test_the_test_log_likelihood_is_the_stored_states_predictive(results):
     record = records_of(results)["LA/KFAC"]
     cfg = apply_scale_overrides(compose_config([
@@ -116,6 +118,7 @@ def test_the_test_log_likelihood_is_the_stored_states_predictive(results):
     assert -nll(predictive, splits.y_test) == pytest.approx(cells["test_loglik"], rel=1e-6)
 
 
+@pytest.mark.second_tier
 def test_the_report_prints_the_paper_beside_ours_and_the_time_ratios(results, tmp_path):
     records = list(records_of(results).values())
     written = render_report(SPECS["laplace_redux/table-2"], records, tmp_path)
@@ -146,6 +149,7 @@ def test_the_budget_side_runs_change_one_factor_of_the_cpu_budget_each():
             OmegaConf.to_container(base.dataset, resolve=True)
 
 
+@pytest.mark.second_tier
 def test_the_budget_side_runs_join_table_2s_records_with_their_own_rows(data_dir, tmp_path):
     assert reproduce(["laplace_redux/table-2-budget", "--scale", "smoke", "--no-report",
                       f"results_dir={tmp_path}"]) == 0
@@ -166,6 +170,7 @@ def run_job(*overrides: str) -> subprocess.CompletedProcess:
                            "scale=smoke", *overrides], cwd=REPO, capture_output=True, text=True)
 
 
+@pytest.mark.second_tier
 @pytest.mark.parametrize(("override", "message"), [
     ("method.prior_precision=0", "error: method.prior_precision=0 is not valid; it must be a "
                                  "positive number"),

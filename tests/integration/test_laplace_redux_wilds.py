@@ -49,6 +49,7 @@ def find(records, dataset: str, method: str) -> dict:
                 and r["method"] == method)
 
 
+@pytest.mark.second_tier
 def test_every_job_is_ok_with_the_cells_of_its_task(bench):
     _, records = bench
     assert len(records) == 20 and {r["status"] for r in records} == {"ok"}
@@ -72,6 +73,7 @@ def test_every_job_is_ok_with_the_cells_of_its_task(bench):
         "FullLLLaplace"
 
 
+@pytest.mark.second_tier
 def test_splits_follow_the_fallbacks(bench):
     _, records = bench
     splits = {r["config"]["dataset"]["wilds_name"]: r["fitted"]["splits"] for r in records
@@ -93,6 +95,7 @@ def job_of(root, dataset: str):
         return instantiate(cfg.dataset).for_seed(0)
 
 
+@pytest.mark.second_tier
 def test_map_and_temperature_cells_by_hand(bench):
     root, records = bench
     job = job_of(root, "camelyon17")
@@ -112,6 +115,7 @@ def test_map_and_temperature_cells_by_hand(bench):
                                                            rel=1e-9)
 
 
+@pytest.mark.second_tier
 def test_poverty_ensemble_and_laplace_by_hand(bench):
     root, records = bench
     job = job_of(root, "poverty")
@@ -133,6 +137,7 @@ def test_poverty_ensemble_and_laplace_by_hand(bench):
         assert cells_of(la)[f"{split}/nll"] >= cells_of(map_)[f"{split}/nll"] - 1e-3
 
 
+@pytest.mark.second_tier
 def test_same_seed_gives_the_same_laplace_cells(bench, tmp_path, monkeypatch):
     root, records = bench
     monkeypatch.setenv("BENCH_DATA_DIR", str(root / "data"))
@@ -143,6 +148,7 @@ def test_same_seed_gives_the_same_laplace_cells(bench, tmp_path, monkeypatch):
     assert again["cells"] == find(records, "amazon", "LA")["cells"]
 
 
+@pytest.mark.second_tier
 def test_report_renders_and_needs_data_without_the_files(bench, tmp_path, monkeypatch):
     _, records = bench
     written = render_report(SPEC, records, tmp_path)
@@ -179,6 +185,7 @@ def run_cli(args: list[str], capsys, monkeypatch) -> tuple[int, list[str]]:
     return stopped.value.code, capsys.readouterr().err.strip().splitlines()
 
 
+@pytest.mark.second_tier
 @pytest.mark.parametrize("args, expected", [
     (["dataset.wilds_name=camelyon"], "error: dataset.wilds_name='camelyon' is not valid; "
      "choose one of: amazon, camelyon17, civilcomments, fmow, poverty"),
@@ -200,6 +207,7 @@ def test_bad_input_is_one_line_exit_2_nothing_written(args, expected, bench, tmp
     assert not (tmp_path / "laplace_redux").exists()  # stopped before the job's folder
 
 
+@pytest.mark.second_tier
 def test_mismatched_or_missing_checkpoint_and_missing_data_exit_2(bench, tmp_path, capsys,
                                                                   monkeypatch):
     root, _ = bench

@@ -46,6 +46,7 @@ def test_every_artifact_target_and_short_form_reproduces_its_own_artifact():
                 f"{sys.executable} -m bench.reproduce {key} --scale smoke"], target
 
 
+@pytest.mark.second_tier
 def test_list_reproduce_lists_every_artifact():
     listed = {line.split()[0] for line in make("list-reproduce", f"PY={sys.executable}")}
     assert listed == {f"reproduce-{spec.paper}-{spec.artifact}"

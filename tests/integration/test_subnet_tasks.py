@@ -44,6 +44,7 @@ def figure_2_records(tmp_path_factory) -> list[dict]:
     return smoke_records("subnet/figure-2", FIGURE_2_SETTINGS, tmp_path_factory.mktemp("f2"))
 
 
+@pytest.mark.second_tier
 def test_figure_1_has_every_method_domain_and_k(figure_1_records):
     for record in figure_1_records:
         spec = record["config"]["dataset"]["specification"]
@@ -57,6 +58,7 @@ def test_figure_1_has_every_method_domain_and_k(figure_1_records):
         assert record["arrays"]["k"] == [float(k) for k in k_grid]
 
 
+@pytest.mark.second_tier
 def test_figure_2_has_baselines_and_coverages_in_unit_interval(figure_2_records):
     for record in figure_2_records:
         data = record["config"]["dataset"]
@@ -67,6 +69,7 @@ def test_figure_2_has_baselines_and_coverages_in_unit_interval(figure_2_records)
         assert all(0 <= c["value"] <= 1 for c in record["cells"])
 
 
+@pytest.mark.second_tier
 def test_reports_render_from_smoke_records(figure_1_records, figure_2_records, tmp_path):
     for key, records in (("subnet/figure-1", figure_1_records),
                          ("subnet/figure-2", figure_2_records)):

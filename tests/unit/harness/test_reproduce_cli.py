@@ -54,6 +54,7 @@ def test_report_folder_keeps_the_committed_reports_of_another_scale(tmp_path, mo
                                                                                None)
 
 
+@pytest.mark.second_tier
 def test_smoke_reproduce_renders_beside_a_committed_cpu_report(tmp_path, monkeypatch, capsys):
     """``make reproduce-ssla-table-7 SCALE=smoke`` in a checkout whose report is at cpu scale:
     exit 0, a smoke report to read, the committed report and overview pages untouched."""

@@ -97,3 +97,36 @@ def test_cli_lists_artifacts_targets_and_checks(capsys):
     assert "reproduce-ssla-table-2  (short form: reproduce-table-2)" in lines
     assert "reproduce-subnet-figure-1" in lines
     assert artifacts.main(["--check"]) == 0
+
+
+def test_side_runs_of_every_experiment_parse_each_config_once(monkeypatch):
+    """side_run_configs reads every experiment's name; each file is parsed once, not once per
+    call (33 experiments made it a thousand YAML parses, seconds of every test that asks)."""
+    from bench.reporting import registry
+
+    parsed = []
+    real_load = registry.yaml.safe_load
+    monkeypatch.setattr(registry.yaml, "safe_load", lambda text: parsed.append(text) or
+                        real_load(text))
+    registry._parsed_yaml.cache_clear()
+    names = experiment_configs()
+    sides = {name: side_run_configs(name) for name in names}
+    assert sides["laplace_redux/table-3"] == ["laplace_redux/table-3-side-runs"]
+    assert len(parsed) == len(names)
+
+
+def test_an_edited_experiment_file_is_read_again(tmp_path, monkeypatch):
+    import os
+
+    from bench.reporting import registry
+
+    monkeypatch.setattr(registry, "CONF_DIR", tmp_path)
+    path = tmp_path / "experiment" / "paper" / "side.yaml"
+    path.parent.mkdir(parents=True)
+    path.write_text("name: paper/table-1\n")
+    assert results_experiment("paper/side") == "paper/table-1"
+    path.write_text("name: paper/table-2\n")
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000))
+    assert results_experiment("paper/side") == "paper/table-2"
+    registry.experiment_file("paper/side")["name"] = "changed by a caller"
+    assert results_experiment("paper/side") == "paper/table-2"

@@ -110,6 +110,7 @@ def test_shipped_paper_values():
         assert set(OmegaConf.load(TUNED / "uci" / f"mlp_{dataset}.yaml")) == {"lr", "batch_size"}
 
 
+@pytest.mark.second_tier
 @pytest.mark.parametrize("args, expected", [
     ([], "error: space is required; choose one of: bnn_vi, hmc, mfvi, mlp"),
     (["space=nope"], "error: space='nope' is not valid; choose one of: bnn_vi, hmc, mfvi, mlp"),
@@ -124,6 +125,7 @@ def test_bad_input_is_one_line_with_exit_code_2(args, expected, tmp_path):
     assert not list(tmp_path.iterdir()), "bad input must not create storage"
 
 
+@pytest.mark.second_tier
 def test_command_line_runs_and_exports(tmp_path):
     out = tmp_path / "mlp.yaml"
     args = ["space=mlp", "objective.target=tests.unit.tuning.test_tune.quadratic", "trials=2",

@@ -32,6 +32,7 @@ def _trial_count(storage) -> int:
         return 0
 
 
+@pytest.mark.second_tier
 def test_a_second_worker_with_the_same_index_is_refused(tmp_path):
     storage = tmp_path / "shared.log"
     target = "objective.target=tests.unit.tuning.test_worker_index.slow_quadratic"
@@ -73,6 +74,7 @@ def test_a_quoted_study_name_is_a_name():
     check_config(compose_tune(["space=mlp", "study='nan'"]))
 
 
+@pytest.mark.second_tier
 def test_study_nan_on_the_command_line_is_one_line(tmp_path):
     result = run_cli(["space=mlp", "study=nan"], tmp_path)
     lines = result.stderr.strip().splitlines()
