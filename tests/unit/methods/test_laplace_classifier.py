@@ -219,8 +219,13 @@ def test_a_very_cold_posterior_predicts_the_network_itself(data, test_inputs):
 @pytest.mark.parametrize(("settings", "message"), [
     ({"subset_of_weights": "subnetwork"},
      r"^method\.subset_of_weights='subnetwork' is not valid; choose one of: all, last_layer$"),
+    ({"hessian_structure": "banded"},
+     r"^method\.hessian_structure='banded' is not valid; choose one of: diag, kron, full, "
+     r"lowrank$"),
     ({"hessian_structure": "lowrank"},
-     r"^method\.hessian_structure='lowrank' is not valid; choose one of: diag, kron, full$"),
+     r"^method\.hessian_structure='lowrank' is not valid with "
+     r"method\.subset_of_weights='last_layer' and method\.prior_tuning='fixed' .*; choose "
+     r"subset_of_weights='all' and prior_tuning one of: fixed, marglik$"),
     ({"backend": "CurvlinopsHessian"}, r"^method\.backend='CurvlinopsHessian' is not valid; "
                                        r"choose one of: AsdlGGN, AsdlEF, CurvlinopsGGN, "),
     ({"link_approx": "sigmoid"}, r"^method\.link_approx='sigmoid' is not valid; choose one of: "
