@@ -60,6 +60,7 @@ from bench.methods.baselines.scratch_training import (
     MINIBATCH_STREAM,
     POSTERIOR_INIT_STREAM,
     EpochLog,
+    logged_batch_loss,
     require_count,
     require_real,
     resume_run,
@@ -264,13 +265,9 @@ class BayesByBackprop:
         saved = checkpoints.load()
         history: list[dict] = [] if saved is None else list(saved["history"])
         log = EpochLog(history)
-
-        def batch_loss(rows: Tensor) -> Tensor:
-            rows = rows.to(device)
-            x = images[rows] if augment is None else augment(images[rows], batches)
-            loss = elbo_loss(network, x, labels[rows], n, self.kl_weight, self.kl)
-            log.add(loss)
-            return loss
+        batch_loss = logged_batch_loss(
+            images, labels, augment, batches, log,
+            lambda x, y: elbo_loss(network, x, y, n, self.kl_weight, self.kl))
 
         def epoch_end(state: LoopState) -> None:
             with torch.no_grad():

@@ -56,6 +56,7 @@ from bench.methods.baselines.scratch_training import (
     MINIBATCH_STREAM,
     NOISE_STREAM,
     EpochLog,
+    logged_batch_loss,
     require_count,
     require_real,
     resume_run,
@@ -257,13 +258,8 @@ class CyclicalSGHMC:
         history: list[dict] = [] if saved is None else list(saved["history"])
         samples: list[dict] = [] if saved is None else list(saved["samples"])
         log = EpochLog(history)
-
-        def batch_loss(rows: Tensor) -> Tensor:
-            rows = rows.to(device)
-            x = images[rows] if augment is None else augment(images[rows], batches)
-            loss = F.cross_entropy(network(x), labels[rows])
-            log.add(loss)
-            return loss
+        batch_loss = logged_batch_loss(images, labels, augment, batches, log,
+                                       lambda x, y: F.cross_entropy(network(x), y))
 
         def epoch_end(state: LoopState) -> None:
             epoch = state.epochs_done - 1

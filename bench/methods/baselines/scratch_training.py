@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -82,6 +83,24 @@ class EpochLog:
                              "seconds": time.perf_counter() - self.started, **values})
         self.objective_sum, self.batches = None, 0
         self.started = time.perf_counter()
+
+
+def logged_batch_loss(images: Tensor, labels: Tensor, augment: Callable | None,
+                      batches: torch.Generator, log: EpochLog,
+                      objective: Callable[[Tensor, Tensor], Tensor]
+                      ) -> Callable[[Tensor], Tensor]:
+    """The training loop's loss of a minibatch of row indices: ``objective(x, y)`` of those
+    rows of ``images`` (through ``augment`` with draws from ``batches``, when not None) and
+    ``labels``, counted in ``log``."""
+
+    def batch_loss(rows: Tensor) -> Tensor:
+        rows = rows.to(images.device)
+        x = images[rows] if augment is None else augment(images[rows], batches)
+        loss = objective(x, labels[rows])
+        log.add(loss)
+        return loss
+
+    return batch_loss
 
 
 def training_tensors(data: Any, device: str) -> tuple[Tensor, Tensor]:

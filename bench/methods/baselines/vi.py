@@ -46,6 +46,12 @@ class _LightningUQVI:
     accelerator: str
     loop: str
     n_outputs: int
+    lr: float
+    output_noise_scale: float
+    prior_mu: float
+    prior_sigma: float
+    posterior_mu_init: float
+    posterior_rho_init: float
     fits_on_base: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
@@ -66,6 +72,21 @@ class _LightningUQVI:
                    activation_fn=ACTIVATIONS[self.activation].module())
 
     def _module(self, n_inputs: int) -> L.LightningModule:
+        """The network, its parameter count stored, wrapped in the library's UQ module with
+        the keywords both adapters pass alike (Adam at ``lr``, the prior and posterior init,
+        the last layer Bayesian by reparameterization) and the subclass's own."""
+        network = self._network(n_inputs)
+        self.n_network_parameters = sum(p.numel() for p in network.parameters())
+        return self._uq_module(
+            network, optimizer=partial(torch.optim.Adam, lr=self.lr),
+            output_noise_scale=self.output_noise_scale, prior_mu=self.prior_mu,
+            prior_sigma=self.prior_sigma, posterior_mu_init=self.posterior_mu_init,
+            posterior_rho_init=self.posterior_rho_init,
+            bayesian_layer_type="reparameterization", stochastic_module_names=[-1],
+        )
+
+    def _uq_module(self, network: nn.Module, **shared: Any) -> L.LightningModule:
+        """The subclass's Lightning-UQ-Box module of ``network`` with the ``shared`` keywords."""
         raise NotImplementedError
 
     def fit(self, data: RegressionSplits, seed: int, base=None) -> dict[str, Any]:
@@ -194,21 +215,15 @@ class MFVIMethod(_LightningUQVI):
     loop: str = "fast"
     n_outputs: int = field(default=2, init=False, repr=False)
 
-    def _module(self, n_inputs: int) -> L.LightningModule:
+    def _uq_module(self, network: nn.Module, **shared: Any) -> L.LightningModule:
+        """``BNN_VI_ELBO_Regression`` with the NLL criterion, burn-in, beta and MC samples."""
         from lightning_uq_box.uq_methods import NLL, BNN_VI_ELBO_Regression
 
-        network = self._network(n_inputs)
-        self.n_network_parameters = sum(p.numel() for p in network.parameters())
         return BNN_VI_ELBO_Regression(
-            network, optimizer=partial(torch.optim.Adam, lr=self.lr), criterion=NLL(),
-            burnin_epochs=self.burnin_epochs,
+            network, criterion=NLL(), burnin_epochs=self.burnin_epochs,
             beta=self.n_network_parameters if self.beta is None else self.beta,
             num_mc_samples_train=self.num_mc_samples_train,
-            num_mc_samples_test=self.num_mc_samples_test,
-            output_noise_scale=self.output_noise_scale, prior_mu=self.prior_mu,
-            prior_sigma=self.prior_sigma, posterior_mu_init=self.posterior_mu_init,
-            posterior_rho_init=self.posterior_rho_init,
-            bayesian_layer_type="reparameterization", stochastic_module_names=[-1],
+            num_mc_samples_test=self.num_mc_samples_test, **shared,
         )
 
     @staticmethod
@@ -246,19 +261,13 @@ class AlphaVIMethod(_LightningUQVI):
     loop: str = "fast"
     n_outputs: int = field(default=1, init=False, repr=False)
 
-    def _module(self, n_inputs: int) -> L.LightningModule:
+    def _uq_module(self, network: nn.Module, **shared: Any) -> L.LightningModule:
+        """``BNN_VI_Regression`` with its MC samples and ``alpha``."""
         from lightning_uq_box.uq_methods import BNN_VI_Regression
 
-        network = self._network(n_inputs)
-        self.n_network_parameters = sum(p.numel() for p in network.parameters())
         return BNN_VI_Regression(
-            network, optimizer=partial(torch.optim.Adam, lr=self.lr),
-            n_mc_samples_train=self.n_mc_samples_train,
-            n_mc_samples_test=self.n_mc_samples_test,
-            output_noise_scale=self.output_noise_scale, prior_mu=self.prior_mu,
-            prior_sigma=self.prior_sigma, posterior_mu_init=self.posterior_mu_init,
-            posterior_rho_init=self.posterior_rho_init, alpha=self.alpha,
-            bayesian_layer_type="reparameterization", stochastic_module_names=[-1],
+            network, n_mc_samples_train=self.n_mc_samples_train,
+            n_mc_samples_test=self.n_mc_samples_test, alpha=self.alpha, **shared,
         )
 
     @staticmethod

@@ -44,7 +44,7 @@ import copy
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import torch
@@ -73,10 +73,12 @@ HyperObjective = Callable[[Tensor], Tensor]
 Evidence = Callable[[nn.Module, DataLoader, Tensor, float, str], HyperObjective]
 
 
-@dataclass(frozen=True)
-class OnlineMarglikSettings:
-    """How :func:`train_online_marglik` trains (module docstring; defaults: Laplace Redux
-    Table 2 with laplace-torch's ``marglik_training`` arguments of the notes, section 2)."""
+@dataclass
+class OnlineMarglikHyperparameters:
+    """The training hyperparameters :class:`OnlineMarglikSettings` and the method that runs it
+    (:class:`~bench.methods.laplace.online_marglik.OnlineMarglikLaplace`) both take, declared
+    once (defaults: Laplace Redux Table 2 with laplace-torch's ``marglik_training`` arguments
+    of the notes, section 2). Not frozen, as the method's dataclass that inherits it is not."""
 
     subset_of_weights: str = "all"
     prior_structure: str = "layerwise"
@@ -90,6 +92,17 @@ class OnlineMarglikSettings:
     marglik_frequency: int = 1
     burnin_epochs: int = 0
     refit_size: int | None = None
+
+    def hyperparameters(self) -> dict[str, Any]:
+        """These fields' values by name."""
+        return {f.name: getattr(self, f.name) for f in fields(OnlineMarglikHyperparameters)}
+
+
+@dataclass
+class OnlineMarglikSettings(OnlineMarglikHyperparameters):
+    """How :func:`train_online_marglik` trains (module docstring): the shared hyperparameters
+    and the refit's batch size."""
+
     refit_batch_size: int = 512
 
     def check(self) -> None:

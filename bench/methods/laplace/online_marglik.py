@@ -51,6 +51,7 @@ from bench.methods.laplace.classification import (
 )
 from bench.methods.laplace.marglik import LOG_DETS, fit_laplace, laplace_evidence
 from bench.methods.laplace.marglik_training import (
+    OnlineMarglikHyperparameters,
     OnlineMarglikResult,
     OnlineMarglikSettings,
     RunStreams,
@@ -67,26 +68,15 @@ REFIT_STREAM = (5,)
 
 
 @dataclass
-class OnlineMarglikLaplace:
+class OnlineMarglikLaplace(OnlineMarglikHyperparameters):
     """A network and its prior precision trained by online marginal likelihood, then
-    laplace-torch's Laplace approximation of it (module docstring)."""
+    laplace-torch's Laplace approximation of it (module docstring). The training keys
+    (``subset_of_weights`` ... ``refit_size``) are :class:`OnlineMarglikHyperparameters`'."""
 
     name: str = "LA/KFAC"
     hessian_structure: str = "kron"
-    subset_of_weights: str = "all"
     backend: str = "AsdlGGN"
-    prior_structure: str = "layerwise"
-    prior_precision: float = 30.0
     log_det: str = "exact"
-    epochs: int = 250
-    lr: float = 1e-3
-    min_lr: float = 1e-6
-    batch_size: int = 512
-    hyper_lr: float = 1.0
-    hyper_steps: int = 100
-    marglik_frequency: int = 1
-    burnin_epochs: int = 0
-    refit_size: int | None = None
     model: ModelSettings = ModelSettings()
     num_classes: int = 10
     pred_type: str = "glm"
@@ -126,13 +116,8 @@ class OnlineMarglikLaplace:
 
     def settings(self) -> OnlineMarglikSettings:
         """The training settings of this method's values."""
-        return OnlineMarglikSettings(
-            subset_of_weights=self.subset_of_weights, prior_structure=self.prior_structure,
-            prior_precision=self.prior_precision, epochs=self.epochs, lr=self.lr,
-            min_lr=self.min_lr, batch_size=self.batch_size, hyper_lr=self.hyper_lr,
-            hyper_steps=self.hyper_steps, marglik_frequency=self.marglik_frequency,
-            burnin_epochs=self.burnin_epochs, refit_size=self.refit_size,
-            refit_batch_size=self.fit_batch_size)
+        return OnlineMarglikSettings(**self.hyperparameters(),
+                                     refit_batch_size=self.fit_batch_size)
 
     def recipe(self, data: TrainingSet) -> dict:
         """Everything that decides the trained weights and prior except the seed."""

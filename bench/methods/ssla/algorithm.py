@@ -164,6 +164,14 @@ def likelihood_increment(choice: str | LikelihoodIncrement) -> LikelihoodIncreme
                                                 LIKELIHOOD_INCREMENTS)]()
 
 
+def fitted_theta(model: LaplaceModel, data: Data, objective: str,
+                 theta_hat: Tensor | None) -> Tensor:
+    """``theta_hat`` when given, else the model's fit to ``data`` by ``objective`` (checked
+    against :data:`OBJECTIVES` either way, a one-line ConfigError otherwise)."""
+    require_choice("method.fit_objective", objective, OBJECTIVES)
+    return model.fit(data, objective) if theta_hat is None else theta_hat
+
+
 def ssla_log_ppd(
     model: LaplaceModel,
     data: Data,
@@ -177,10 +185,8 @@ def ssla_log_ppd(
 ) -> LogPPD:
     """SSLA log posterior predictive (eq. 12) at each candidate y, up to a constant
     (``refit``: :class:`CandidateRefit` when None)."""
-    require_choice("method.fit_objective", objective, OBJECTIVES)
     refit = CandidateRefit() if refit is None else refit
-    if theta_hat is None:
-        theta_hat = model.fit(data, objective)
+    theta_hat = fitted_theta(model, data, objective, theta_hat)
     log_lik_hat = model.log_likelihood(theta_hat, data)
     log_prior_hat = model.log_prior(theta_hat)
     half_logdet_hat = 0.5 * logdet_spd(
@@ -223,10 +229,8 @@ def assla_log_ppd(
     y for e.g. the Poisson model, and cancels after normalisation when it does not).
     ``increment``: :class:`AggregateLikelihoodIncrement` when None.
     """
-    require_choice("method.fit_objective", objective, OBJECTIVES)
     increment = AggregateLikelihoodIncrement() if increment is None else increment
-    if theta_hat is None:
-        theta_hat = model.fit(data, objective)
+    theta_hat = fitted_theta(model, data, objective, theta_hat)
     curv_hat = curvature(model, theta_hat, data, curvature_includes_prior)
     half_logdet_hat = 0.5 * logdet_spd(curv_hat)
     log_lik_hat = model.log_likelihood(theta_hat, data)

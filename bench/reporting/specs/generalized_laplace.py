@@ -712,23 +712,38 @@ FIGURE_3 = ArtifactSpec(
     notes=(*TEMPERED_NOTES, *CPU_DEVIATIONS),
 )
 
-FIGURE_5 = ArtifactSpec(
-    paper="generalized_laplace",
-    artifact="figure-5",
-    title="Figure 5a: LeNet-5 trained on MNIST, mean entropy on KMNIST (OOD) vs temperature",
-    experiment="generalized_laplace/figure-3",
-    paper_seed=None,
-    target_artifacts=("figure-5",),
+def _ood_entropy_panel(artifact: str, title: str, experiment: str, ood_set: str,
+                       ood_label: str, cause=None, **spec: Any) -> ArtifactSpec:
+    """A panel of Figure 5: the records of ``experiment`` (Figure 3 or 4) on the OOD set
+    ``ood_set`` (``ood_label`` as printed), its entropy and AUROC curves over T, and the
+    paper's claim that the mean OOD entropy does not rise as T grows (``cause`` the anchor's);
+    ``spec``: the rest of the :class:`ArtifactSpec`."""
+    return ArtifactSpec(
+        paper="generalized_laplace",
+        artifact=artifact,
+        title=title,
+        experiment=experiment,
+        paper_seed=None,
+        target_artifacts=("figure-5",),
+        figure=temperature_curves(((ood_set, "entropy"), (ood_set, "auroc"))),
+        anchors=(
+            Anchor(f"{ood_label} mean entropy does not rise as T grows, share of neighbouring "
+                   "T pairs", "smaller T gives higher OOD entropy",
+                   claim(monotone_share(ood_set, "entropy", rising=False)), ALL_PAIRS,
+                   cause=cause),
+        ),
+        **spec,
+    )
+
+
+FIGURE_5 = _ood_entropy_panel(
+    "figure-5",
+    "Figure 5a: LeNet-5 trained on MNIST, mean entropy on KMNIST (OOD) vs temperature",
+    "generalized_laplace/figure-3", OOD_SET, "KMNIST",
+    cause=monotone_cause(OOD_SET, "entropy", rising=False),
     row_order=(*TEMPERED_ROWS, paper_like("KFAC")),
     table_cells=tuple((row, f"{OOD_SET}/entropy@T=1")
                       for row in (*TEMPERED_ROWS, paper_like("KFAC"))),
-    figure=temperature_curves(((OOD_SET, "entropy"), (OOD_SET, "auroc"))),
-    anchors=(
-        Anchor("KMNIST mean entropy does not rise as T grows, share of neighbouring T pairs",
-               "smaller T gives higher OOD entropy",
-               claim(monotone_share(OOD_SET, "entropy", rising=False)), ALL_PAIRS,
-               cause=monotone_cause(OOD_SET, "entropy", rising=False)),
-    ),
     notes=("Panel (a) of Figure 5, from the records of Figure 3 (same networks, posteriors and "
            "draws); the table shows the KMNIST entropy at T = 1, the CSV every curve cell. "
            "Panel (b) (ResNet-18, SVHN) is the report generalized_laplace/figure-5b.",
@@ -795,20 +810,11 @@ FIGURE_4 = ArtifactSpec(
     needs_data=RESNET_DATA,
 )
 
-FIGURE_5B = ArtifactSpec(
-    paper="generalized_laplace",
-    artifact="figure-5b",
-    title="Figure 5b: ResNet-18 trained on CIFAR-10, mean entropy on SVHN (OOD) vs temperature",
-    experiment="generalized_laplace/figure-4",
-    paper_seed=None,
-    target_artifacts=("figure-5",),
+FIGURE_5B = _ood_entropy_panel(
+    "figure-5b",
+    "Figure 5b: ResNet-18 trained on CIFAR-10, mean entropy on SVHN (OOD) vs temperature",
+    "generalized_laplace/figure-4", SVHN_SET, "SVHN",
     extra_cells=False,
-    figure=temperature_curves(((SVHN_SET, "entropy"), (SVHN_SET, "auroc"))),
-    anchors=(
-        Anchor("SVHN mean entropy does not rise as T grows, share of neighbouring T pairs",
-               "smaller T gives higher OOD entropy",
-               claim(monotone_share(SVHN_SET, "entropy", rising=False)), ALL_PAIRS),
-    ),
     notes=("Panel (b) of Figure 5, from the records of Figure 4 (same networks, posteriors and "
            "draws), on the 26,032 SVHN test images.", *RESNET_NOTES),
     needs_data=RESNET_DATA,

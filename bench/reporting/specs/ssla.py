@@ -142,18 +142,30 @@ def _conjugate_spec(artifact: str, title: str, dataset: str, rows: list[str], an
     )
 
 
+def _size_rows(variants: tuple[str, ...]) -> list[str]:
+    """The rows ``variant/n=size`` of every variant at every one of :data:`SIZES`."""
+    return [f"{variant}/n={n}" for variant in variants for n in SIZES]
+
+
+def _fit_anchors(dataset: str, theta_texts: tuple[str, ...], log_lik_text: str) -> list[Anchor]:
+    """The paper's θ̂ at each of :data:`SIZES` and ℓ(D; θ̂) at n = 20 (``*_texts`` as printed),
+    against the SSLA fits of ``dataset``."""
+    return [
+        *(Anchor(f"θ̂ (n={n})", text, fitted_value(dataset, "ssla", f"n={n}", "theta_hat", 0))
+          for n, text in zip(SIZES, theta_texts, strict=True)),
+        Anchor("ℓ(D; θ̂) (n=20)", log_lik_text,
+               fitted_value(dataset, "ssla", "n=20", "log_lik_hat")),
+    ]
+
+
 NORMAL_VARIANTS = ("normal_normal", "normal_normal_conflict",
                    "normal_normal_conflict_unsure_data", "normal_normal_conflict_unsure_prior")
 NORMAL_THETA = ("4.30569", "4.12498", "4.04662", "4.00560", "4.00053", "3.99901")
 FIGURE_1 = _conjugate_spec(
     "figure-1", "Figure 1: normal-normal PPD, SSLA and ASSLA vs analytic, n = 20..1e6",
-    "normal_normal", [f"{v}/n={n}" for v in NORMAL_VARIANTS for n in SIZES],
+    "normal_normal", _size_rows(NORMAL_VARIANTS),
     [
-        *(Anchor(f"θ̂ (n={n})", text, fitted_value("normal_normal", "ssla", f"n={n}",
-                                                   "theta_hat", 0))
-          for n, text in zip(SIZES, NORMAL_THETA, strict=True)),
-        Anchor("ℓ(D; θ̂) (n=20)", "-34.5505",
-               fitted_value("normal_normal", "ssla", "n=20", "log_lik_hat")),
+        *_fit_anchors("normal_normal", NORMAL_THETA, "-34.5505"),
         Anchor("½ log J (n=20)", "1.15129",
                fitted_value("normal_normal", "ssla", "n=20", "half_logdet_hat")),
         Anchor("SSLA log-PPD at v=0 (n=20)", "-5.6623",
@@ -174,14 +186,8 @@ POISSON_VARIANTS = ("poisson_gamma", "poisson_gamma_conflict",
 POISSON_THETA = ("2.500", "2.670", "3.046", "2.998", "3.00021", "3.00065")
 FIGURE_3 = _conjugate_spec(
     "figure-3", "Figure 3: Poisson-gamma PPD, SSLA and ASSLA vs negative binomial, n = 20..1e6",
-    "poisson_gamma", [f"{v}/n={n}" for v in POISSON_VARIANTS for n in SIZES],
-    [
-        *(Anchor(f"θ̂ (n={n})", text, fitted_value("poisson_gamma", "ssla", f"n={n}",
-                                                   "theta_hat", 0))
-          for n, text in zip(SIZES, POISSON_THETA, strict=True)),
-        Anchor("ℓ(D; θ̂) (n=20)", "-34.1097",
-               fitted_value("poisson_gamma", "ssla", "n=20", "log_lik_hat")),
-    ],
+    "poisson_gamma", _size_rows(POISSON_VARIANTS),
+    _fit_anchors("poisson_gamma", POISSON_THETA, "-34.1097"),
     "SSLA paper Figure 3 (Default variant, seed 42): paper protocol (top), corrected (bottom)",
     0.35,
     causes=FLOAT32_CAUSES,

@@ -256,25 +256,23 @@ FIGURE_2_ANCHORS = (
 
 SMALL_SAMPLE_CAUSE = ("cpu scale: 1000 training points and few replications (notes); the "
                       "per-k means behind this share are in the table with their CIs")
-FIGURE_2_CAUSES = {
-    (FIGURE_2_ANCHORS[0].label, "*"): SMALL_SAMPLE_CAUSE,
-    (FIGURE_2_ANCHORS[1].label, "*"): SMALL_SAMPLE_CAUSE,
-    (FIGURE_2_ANCHORS[2].label, "*"): "Last k starts from the output layer, whose parameters "
-                                      "have the largest gradients: at small k it often picks "
-                                      "what Gradient-Laplace picks, and it is above Greedy and "
-                                      "Subnet diagonal where those rank by small precision",
-    (FIGURE_2_ANCHORS[3].label, "*"): SMALL_SAMPLE_CAUSE,
-    (FIGURE_2_ANCHORS[4].label, "*"): "Gradient-Laplace ranks by large |g| and so keeps the "
-                                      "parameters that dominate g'Sigma g; Subnet diagonal keeps "
-                                      "small-precision (small-gradient) ones",
-    (FIGURE_2_ANCHORS[5].label, "*"): SMALL_SAMPLE_CAUSE,
-    (FIGURE_2_ANCHORS[6].label, "*"): SMALL_PRECISION_CAUSE,
-    (FIGURE_2_ANCHORS[7].label, "*"): SMALL_SAMPLE_CAUSE,
-    (FIGURE_2_ANCHORS[8].label, "*"): "PrecisionDiag's coverage is not low here (see the "
-                                      "table): it keeps all p conditional variances and lies "
-                                      "between NeuralLinear's and full LLA's or above, so "
-                                      "subnetworks of k <= 25 do not reach it",
-}
+# The cause of each of FIGURE_2_ANCHORS, in their order.
+FIGURE_2_CAUSES = {(anchor.label, "*"): cause for anchor, cause in zip(FIGURE_2_ANCHORS, (
+    SMALL_SAMPLE_CAUSE,
+    SMALL_SAMPLE_CAUSE,
+    "Last k starts from the output layer, whose parameters have the largest gradients: at "
+    "small k it often picks what Gradient-Laplace picks, and it is above Greedy and Subnet "
+    "diagonal where those rank by small precision",
+    SMALL_SAMPLE_CAUSE,
+    "Gradient-Laplace ranks by large |g| and so keeps the parameters that dominate g'Sigma g; "
+    "Subnet diagonal keeps small-precision (small-gradient) ones",
+    SMALL_SAMPLE_CAUSE,
+    SMALL_PRECISION_CAUSE,
+    SMALL_SAMPLE_CAUSE,
+    "PrecisionDiag's coverage is not low here (see the table): it keeps all p conditional "
+    "variances and lies between NeuralLinear's and full LLA's or above, so subnetworks of "
+    "k <= 25 do not reach it",
+), strict=True)}
 
 COMMON_NOTES = (
     "The paper shows figures only (no numbers), so every table cell is 'no paper value': the "

@@ -154,3 +154,12 @@ def test_a_refit_set_larger_than_the_training_set_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="method.refit_size=17 is not valid; the training set "
                                           "has 16 images"):
         tiny_method(refit_size=17).fit(tiny_data(tmp_path), seed=0)
+
+
+def test_the_training_settings_carry_every_training_key_of_the_method():
+    values = {"subset_of_weights": "last_layer", "prior_structure": "scalar",
+              "prior_precision": 2.5, "epochs": 7, "lr": 0.01, "min_lr": 1e-4,
+              "batch_size": 16, "hyper_lr": 0.5, "hyper_steps": 4, "marglik_frequency": 2,
+              "burnin_epochs": 3, "refit_size": 40}
+    method = OnlineMarglikLaplace(hessian_structure="diag", fit_batch_size=24, **values)
+    assert method.settings().to_dict() == {**values, "refit_batch_size": 24}
