@@ -9,16 +9,16 @@ from collections.abc import Mapping
 from typing import Any
 
 
-def sized_parser(description: str, sizes: Mapping[str, str], *,
-                 device: bool = False) -> argparse.ArgumentParser:
+def sized_parser(description: str, sizes: Mapping[str, str], *, device: bool = False,
+                 threads: int = 1) -> argparse.ArgumentParser:
     """A parser with ``--quick``, one integer option ``--<size>`` per entry ``size -> help``
     of ``sizes`` (underscores as dashes, default None: keep the chosen size), ``--threads``
-    (default 1), ``--device`` (default cpu; only with ``device=True``) and ``--out``."""
+    (default ``threads``), ``--device`` (default cpu; only with ``device=True``) and ``--out``."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke)")
     for size, text in sizes.items():
         parser.add_argument(f"--{size.replace('_', '-')}", type=int, help=text)
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--threads", type=int, default=threads, help="torch CPU threads")
     if device:
         parser.add_argument("--device", default="cpu")
     parser.add_argument("--out", help="Markdown report path (printed either way)")

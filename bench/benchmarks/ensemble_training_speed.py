@@ -20,7 +20,6 @@ seconds; the report gives the ratio and the largest weight difference between th
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import tempfile
@@ -30,6 +29,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from bench.benchmarks.command_line import chosen_sizes, sized_parser
 from bench.benchmarks.network_ssla import machine, publish
 from bench.harness.rng import make_generator
 from bench.training.classifier import TrainingStage
@@ -38,6 +38,8 @@ from bench.training.stored_network_set import trained_networks
 
 FULL = {"members": 5, "epochs": 2, "batches": 100, "repeats": 1}
 QUICK = {"members": 2, "epochs": 1, "batches": 2, "repeats": 1}
+SIZES = {"members": "ensemble members trained", "epochs": "epochs per member",
+         "batches": "minibatches of 128 per epoch", "repeats": "alternated runs of both paths"}
 BATCH_SIZE = 128
 TARGET = 2.0
 PROBE = 1000
@@ -137,19 +139,8 @@ def render(argv: list[str], cfg: dict, info: dict, result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the measurement and write the report."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke)")
-    parser.add_argument("--members", type=int, help="ensemble members trained")
-    parser.add_argument("--epochs", type=int, help="epochs per member")
-    parser.add_argument("--batches", type=int, help="minibatches of 128 per epoch")
-    parser.add_argument("--repeats", type=int, help="alternated runs of both paths")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
-    parser.add_argument("--out", help="Markdown report path (printed either way)")
-    args = parser.parse_args(argv)
-    cfg = dict(QUICK if args.quick else FULL)
-    for key in ("members", "epochs", "batches", "repeats"):
-        if getattr(args, key) is not None:
-            cfg[key] = getattr(args, key)
+    args = sized_parser(__doc__.split("\n")[0], SIZES, threads=2).parse_args(argv)
+    cfg = chosen_sizes(args, QUICK, FULL, SIZES)
     torch.set_num_threads(args.threads)
     info = machine()
     report = render(sys.argv[1:] if argv is None else argv, cfg, info, bench_members(cfg))
