@@ -80,18 +80,24 @@ def job_log(folder: Path) -> Iterator[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     # Per process and thread: two workers of one process on the same job must not share it.
     path = folder / f".job-{os.getpid()}-{threading.get_ident()}.log"
-    handler = JobLogHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter(FILE_FORMAT))
-    handler.addFilter(_harness_info_or_any_warning)
-    if logger.level == logging.NOTSET:
-        logger.setLevel(logging.INFO)
-    root = logging.getLogger()
-    root.addHandler(handler)
+    root, handler = logging.getLogger(), None
     try:
+        handler = JobLogHandler(path, encoding="utf-8")
+        handler.setFormatter(logging.Formatter(FILE_FORMAT))
+        handler.addFilter(_harness_info_or_any_warning)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.INFO)
+        root.addHandler(handler)
         yield path
+    except BaseException:
+        # Ctrl-C or an error at any point of the job, its first log line included: the
+        # temporary log does not stay behind (a hard kill's does; see keep_unfinished_logs).
+        path.unlink(missing_ok=True)
+        raise
     finally:
-        root.removeHandler(handler)
-        handler.close()
+        if handler is not None:
+            root.removeHandler(handler)
+            handler.close()
 
 
 class JobLogHandler(logging.FileHandler):

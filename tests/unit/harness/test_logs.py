@@ -6,6 +6,8 @@ import errno
 import logging
 import os
 
+import pytest
+
 from bench.harness.jobs import run_job
 from bench.harness.logs import LOG_NAME, JobLogHandler, job_log, quiet_lightning
 from bench.harness.multirun_progress import progress_line, sweep_size
@@ -82,3 +84,12 @@ def test_a_job_without_a_terminal_writes_heartbeats_to_its_log(tmp_path, monkeyp
     _, record = run_job(compose_config(overrides), overrides)
     text = (tmp_path / "ssla/table-7/smoke" / record["config_hash"] / LOG_NAME).read_text()
     assert "steps: 1/4 step, elapsed" in text and "steps: 4/4 step, elapsed" in text
+
+
+def test_ctrl_c_at_the_job_s_first_line_leaves_no_temporary_log(tmp_path):
+    """SIGINT can land while the job writes its first log line, before the job's own clean-up
+    is entered (the Ctrl-C integration test saw a .job-*.log left under load)."""
+    with pytest.raises(KeyboardInterrupt), job_log(tmp_path) as path:
+        assert path.exists()
+        raise KeyboardInterrupt
+    assert not list(tmp_path.glob(".job-*"))
