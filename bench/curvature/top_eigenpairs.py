@@ -26,8 +26,8 @@ def top_ggn_eigenpairs(model: nn.Module, loader: Iterable, k: int,
                        tolerance: float = 1e-6) -> tuple[Tensor, Tensor]:
     """``(eigenvalues [k'], eigenvectors [P, k'])`` of the summed cross-entropy GGN of
     ``model`` (its trainable parameters, ``parameters()`` order) over ``loader`` (an iterable
-    of ``(inputs, labels)`` batches), largest
-    first, ``k' <= k`` after dropping those at or below ``floor``; in the parameters' dtype."""
+    of ``(inputs, labels)`` batches), largest first, ``k' <= k`` after dropping those at or
+    below ``floor``; in the parameters' dtype."""
     from curvlinops import GGNLinearOperator
     from scipy.sparse.linalg import eigsh
 

@@ -30,7 +30,7 @@ def declared_memberships(conf_dir: Path) -> dict[str, list[str]]:
     memberships = {}
     for path in sorted((conf_dir / "method").glob("*.yaml")):
         listed = (yaml.safe_load(path.read_text()) or {}).get(MEMBERSHIP_KEY) or []
-        if isinstance(listed, str) or not isinstance(listed, list):
+        if not isinstance(listed, list):
             raise ConfigError(f"method {path.stem!r}: {MEMBERSHIP_KEY}={listed!r} is not valid; "
                               "it must be a list of experiment names")
         memberships[path.stem] = [str(name) for name in listed]
