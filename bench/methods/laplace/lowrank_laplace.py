@@ -20,6 +20,7 @@ import torch
 from laplace.baselaplace import LowRankLaplace, ParametricLaplace
 from laplace.curvature import CurvlinopsGGN
 from torch import Tensor, nn
+from torch.nn.utils import parameters_to_vector
 from torch.utils.data import DataLoader
 
 from bench.curvature.top_eigenpairs import top_ggn_eigenpairs
@@ -76,3 +77,13 @@ class GGNLowRankLaplace(LowRankLaplace):
         kwargs["backend"] = GGNEigenpairs
         # LowRankLaplace.__init__ only checks for the asdfghjkl module, then does this.
         ParametricLaplace.__init__(self, model, likelihood, **kwargs)
+
+    def fit(self, train_loader: DataLoader, override: bool = True,
+            progress_bar: bool = False) -> None:
+        """The library's fit, with the mean over the posterior's parameters (``self.params``,
+        the trainable ones) as every other structure takes it: laplace-torch 0.3's low-rank
+        fit takes every parameter, so with frozen ones (the WRN's BatchNorm under
+        ``frozen_batchnorm``) its mean outgrows its precision and the marglik fails."""
+        super().fit(train_loader, override=override, progress_bar=progress_bar)
+        mean = parameters_to_vector(self.params)
+        self.mean = mean if self.enable_backprop else mean.detach()

@@ -172,3 +172,30 @@ def test_every_variant_takes_the_scale_s_settings(scale):
         cfg = apply_scale_overrides(composed(MNIST, *overrides[1:]), overrides)
         method = instantiate_method(cfg.method)
         assert method.low_rank_data == (5000 if scale == "cpu" else None)
+
+
+def test_the_wrn_grid_s_low_rank_fit_leaves_frozen_batchnorm_outside():
+    """The CIFAR grid's low-rank variant on a WRN-16-1 (8 random 32x32 images) with its
+    BatchNorm frozen (``frozen_batchnorm``; the smoke golden runs the WRN's diag and kron
+    fits): the posterior's mean covers the trainable weights only, and the fit, marglik and
+    probit predictive run (laplace-torch's own low-rank fit took every parameter and failed
+    in the marglik)."""
+    cfg = composed("laplace_redux/figure-8", "la_posterior=all_lowrank", "la_link=probit")
+    assert cfg.method.frozen_batchnorm
+    node = OmegaConf.merge(OmegaConf.create(OmegaConf.to_container(cfg.method, resolve=True)),
+                           TINY, {"low_rank": 3})
+    generator = make_generator(2)
+    data = TrainingSet(torch.rand(8, 3, 32, 32, generator=generator),
+                       torch.randint(0, 10, (8,), generator=generator), name="random")
+    network = build_classifier("wrn16_4", make_generator(1), widen=1).eval()
+    method = instantiate_method(node)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        method.fit(data, seed=3, base=network)
+        probs = method.predict(data.train_inputs[:4]).probs
+    batchnorm = sum(p.numel() for module in network.modules()
+                    if isinstance(module, torch.nn.BatchNorm2d) for p in module.parameters())
+    assert batchnorm > 0
+    assert method.la.mean.numel() == method.la.n_params == sum(
+        p.numel() for p in network.parameters()) - batchnorm
+    assert torch.isfinite(probs).all() and probs.shape == (4, 10)

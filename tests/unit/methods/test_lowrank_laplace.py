@@ -4,6 +4,8 @@ log determinant of its precision."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch import nn
@@ -91,3 +93,30 @@ def test_eigenpairs_on_the_first_points_are_scaled_to_the_full_sum(problem):
     dense_values = torch.linalg.eigvalsh(dense_ggn(model, x[:12])).flip(0)[:RANK]
     torch.testing.assert_close(values, 2 * dense_values, rtol=1e-6, atol=1e-8)
     assert vectors.shape == (38, RANK)
+
+
+def test_frozen_parameters_stay_outside_the_posterior(problem):
+    """The first layer's bias frozen (as the WRN's BatchNorm under frozen_batchnorm): the mean,
+    the eigenvectors and the log det are those of the 33 trainable parameters, and the
+    marginal likelihood (which laplace-torch's own fit broke: a 38-entry mean against a
+    33-entry prior) is the dense one over them."""
+    from bench.methods.laplace.lowrank_laplace import GGNLowRankLaplace
+
+    model, x, y, loader = problem
+    frozen = copy.deepcopy(model)
+    frozen[0].bias.requires_grad_(False)
+    la = GGNLowRankLaplace(frozen, "classification", prior_precision=PRIOR,
+                           backend_kwargs={"low_rank": RANK, "seed": 3})
+    la.fit(loader)
+    trainable = [*range(15), *range(20, 38)]  # parameters() order: weight 0-14, bias 15-19
+    dense_values, dense_vectors = torch.linalg.eigh(dense_ggn(model, x)[trainable][:, trainable])
+    top = dense_vectors.flip(1)[:, :RANK]
+    precision = (top @ torch.diag(dense_values.flip(0)[:RANK]) @ top.T
+                 + PRIOR * torch.eye(len(trainable), dtype=torch.float64))
+    assert la.mean.shape == (33,) and la.H[0].shape == (33, RANK)
+    torch.testing.assert_close(la.log_det_posterior_precision, torch.logdet(precision))
+    nll = torch.nn.functional.cross_entropy(model(x), y, reduction="sum")
+    mean = torch.cat([p.reshape(-1) for p in model.parameters()])[trainable]
+    expected = -nll - 0.5 * (torch.logdet(precision) - len(trainable) * torch.log(
+        torch.tensor(PRIOR, dtype=torch.float64)) + PRIOR * mean @ mean)
+    torch.testing.assert_close(la.log_marginal_likelihood(), expected.detach())
