@@ -18,6 +18,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from bench.cli.interrupt import INTERRUPTED, INTERRUPTED_STATUS
+from bench.cli.single_run import VERSION_BASE, run_single
 from bench.harness.errors import ConfigError
 from bench.harness.jobs import (
     FAILED_JOBS,
@@ -40,14 +41,17 @@ def _task_overrides() -> list[str]:
         return []
 
 
-@hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
-def hydra_main(cfg: DictConfig) -> str:
-    """Hydra-decorated job function (one call per job); returns ok, failed or skipped."""
+def job(cfg: DictConfig) -> str:
+    """The job function Hydra calls once per job; returns ok, failed or skipped."""
     try:
         return run_job(cfg, _task_overrides())[0]
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
+
+
+hydra_main = hydra.main(config_path=str(CONF_DIR), config_name="config",
+                        version_base=VERSION_BASE)(job)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -72,7 +76,10 @@ def _validate_and_run(argv: list[str]) -> None:
         sys.exit(2)
     sys.argv = [sys.argv[0], *argv]
     with failure_markers(Path(results_dir)) as markers:
-        hydra_main()
+        if any(arg.startswith("-") for arg in argv):
+            hydra_main()
+        else:
+            run_single(argv, job)
         failed = sorted({*FAILED_JOBS, *failed_job_markers(markers)})
     if failed:
         print(f"error: {len(failed)} job(s) failed; their records hold the tracebacks: "

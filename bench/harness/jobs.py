@@ -24,6 +24,7 @@ from bench.harness.finished_jobs import job_identity
 from bench.harness.logs import job_log, logger, publish_job_log, quiet_libraries
 from bench.harness.method_nodes import instantiate_method, method_variants
 from bench.harness.overrides import CONF_DIR
+from bench.harness.process_clock import claim_first_job, seconds_since_process_start
 from bench.harness.provenance import git_state, package_versions
 from bench.harness.records import (
     RECORD_NAME,
@@ -121,6 +122,7 @@ def execute(cfg: DictConfig, cli_overrides: list[str] | None = None) -> dict[str
 
 def run_job(cfg: DictConfig, cli_overrides: list[str] | None = None) -> tuple[str, dict]:
     """Run one job; ``(outcome, record)`` with outcome ``ok``, ``failed`` or ``skipped``."""
+    first_job = claim_first_job()
     identity = job_identity(cfg, cli_overrides or [])
     cfg, resolved, chash, folder = (identity.cfg, identity.resolved, identity.config_hash,
                                     identity.folder)
@@ -142,6 +144,7 @@ def run_job(cfg: DictConfig, cli_overrides: list[str] | None = None) -> tuple[st
     with job_log(folder) as log_path:
         logger.info("run %s seed=%s -> %s", cfg.name, cfg.seed, folder)
         started, watch = _now(), Stopwatch()
+        startup = seconds_since_process_start() if first_job else None
         try:
             result, error, trace = _run_task(cfg)
         except BaseException:
@@ -152,7 +155,7 @@ def run_job(cfg: DictConfig, cli_overrides: list[str] | None = None) -> tuple[st
             remove_empty_folders(folder, Path(cfg.results_dir))
             raise
         total = watch.elapsed()
-        record = _record(cfg, resolved, chash, result, error, trace, started, total)
+        record = _record(cfg, resolved, chash, result, error, trace, started, total, startup)
         try:
             write_record_atomically(folder, record)
         except FileExistsError:
@@ -249,9 +252,12 @@ def require_writable(folder: Path) -> None:
 
 
 def _record(cfg: DictConfig, resolved: dict, chash: str, result: TaskResult | None,
-            error: str | None, trace: str | None, started: str, total: float) -> dict:
-    """The run record of one finished (or failed) job."""
+            error: str | None, trace: str | None, started: str, total: float,
+            startup: float | None = None) -> dict:
+    """The run record of one finished (or failed) job; ``startup``: seconds from the process
+    start to the task's (:mod:`bench.harness.process_clock`), for a process's first job."""
     result = result or TaskResult()
+    first = {} if startup is None else {"startup_s": startup}
     return {
         "schema_version": SCHEMA_VERSION,
         "experiment": cfg.name,
@@ -271,7 +277,7 @@ def _record(cfg: DictConfig, resolved: dict, chash: str, result: TaskResult | No
         "metrics": {k: float(v) for k, v in result.metrics.items()},
         "fitted": result.fitted,
         "arrays": {k: [_json_float(x) for x in v] for k, v in result.arrays.items()},
-        "timings": {**result.timings, "total_s": total},
+        "timings": {**result.timings, "total_s": total, **first},
         "versions": package_versions(),
         **git_state(),
         "host": socket.gethostname(),

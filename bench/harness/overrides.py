@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Glob
@@ -76,10 +77,25 @@ def check_overrides(overrides: list[str], conf_dir: Path = CONF_DIR) -> None:
                     raise ConfigError(f"{key}={value!r} is not valid; choose one of: {choices}")
         first = values[0] if override.is_sweep_override() else override.get_value_element_as_str()
         first_values.append(f"{override.get_key_element()}={first}")
-    selections = [o for o, p in zip(first_values, parsed, strict=True)
-                  if p.key_or_group.lstrip("+~") in groups and not o.startswith("hydra")]
-    check_typed_overrides(_check_composes(selections, conf_dir), parsed, set(groups))
-    _check_composes([o for o in first_values if not o.startswith("hydra")], conf_dir)
+    is_selection = [p.key_or_group.lstrip("+~") in groups for p in parsed]
+    selections = [o for o, chosen in zip(first_values, is_selection, strict=True)
+                  if chosen and not o.startswith("hydra")]
+    cfg = _check_composes(selections, conf_dir)
+    check_typed_overrides(cfg, parsed, set(groups))
+    _check_applies(cfg, [o for o, chosen in zip(first_values, is_selection, strict=True)
+                         if not chosen and not o.startswith("hydra")])
+
+
+def _check_applies(cfg: DictConfig, overrides: list[str]) -> None:
+    """Apply the plain ``key=value`` overrides to ``cfg`` (composed from the group selections)
+    the way Hydra's composition applies them after the defaults list, so a key Hydra would
+    refuse is one line here, without composing the whole config a second time."""
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    try:
+        ConfigLoaderImpl._apply_overrides_to_config(parsed, cfg)
+    except Exception as err:
+        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+        raise ConfigError(" ".join(lines[:3])) from None
 
 
 def _check_composes(overrides: list[str], conf_dir: Path) -> DictConfig:

@@ -143,3 +143,21 @@ def test_ensemble_training_benchmark_times_both_paths_and_finds_the_same_network
     difference = next(line for line in lines if line.startswith("Target:"))
     weights = difference.split("Largest weight difference between the paths: ")[1]
     assert float(weights.split(";")[0]) < 1e-5
+
+
+@pytest.mark.second_tier
+def test_start_up_benchmark_reports_the_overhead_beside_import_torch(tmp_path):
+    """The quick run times one import and one smoke job, and its overhead row is the job's wall
+    time less the task time of the record it wrote."""
+    from bench.benchmarks.start_up import main
+
+    out = tmp_path / "start-up.md"
+    main(["--quick", "--out", str(out)])
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ")[1].strip(" |")
+            for line in out.read_text().splitlines() if line.startswith("| ")}
+    job, task = float(rows["smoke job (wall)"]), float(rows["its task (record `timings.total_s`)"])
+    assert float(rows["overhead = job wall - task"]) == pytest.approx(job - task, abs=0.011)
+    assert 0.0 < float(rows["record `timings.startup_s` (process start to task start)"]) < job
+    ratio = float(rows["overhead / import torch"].rstrip("x"))
+    assert ratio == pytest.approx((job - task) / float(rows['`python -c "import torch"` (wall)']),
+                                  rel=0.05)

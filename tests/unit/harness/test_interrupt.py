@@ -5,9 +5,7 @@ from __future__ import annotations
 import sys
 import types
 
-import pytest
-
-from bench.cli.interrupt import INTERRUPTED, exit_with_main
+from bench.cli.interrupt import INTERRUPTED, main_status
 
 
 def _command(monkeypatch, main) -> str:
@@ -19,17 +17,21 @@ def _command(monkeypatch, main) -> str:
 
 
 def test_exits_with_the_status_main_returns(monkeypatch, capsys):
-    with pytest.raises(SystemExit) as stop:
-        exit_with_main(_command(monkeypatch, lambda: 3))
-    assert stop.value.code == 3 and capsys.readouterr().err == ""
+    assert main_status(_command(monkeypatch, lambda: 3)) == 3
+    assert capsys.readouterr().err == ""
+
+
+def test_exits_with_the_status_main_raises(monkeypatch, capsys):
+    def stops():
+        raise SystemExit(2)
+
+    assert main_status(_command(monkeypatch, stops)) == 2
 
 
 def test_ctrl_c_in_main_is_one_line_and_status_130(monkeypatch, capsys):
     def interrupted():
         raise KeyboardInterrupt
 
-    with pytest.raises(SystemExit) as stop:
-        exit_with_main(_command(monkeypatch, interrupted))
-    assert stop.value.code == 130
+    assert main_status(_command(monkeypatch, interrupted)) == 130
     assert capsys.readouterr().err.splitlines() == [INTERRUPTED]
     assert INTERRUPTED.startswith("interrupted") and "skip" in INTERRUPTED
