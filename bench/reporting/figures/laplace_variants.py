@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from bench.reporting.claims import cell_means  # noqa: E402
 
 STRUCTURE_COLORS = {"diag": "tab:blue", "kron": "tab:orange", "full": "tab:green",
-                    "lowrank": "tab:purple"}
+                    "lowrank": "tab:brown"}
 LINK_COLORS = {"mc": "tab:purple", "probit": "tab:red", "bridge": "tab:cyan"}
 MARKERS = {("LL", "post-hoc"): "o", ("all", "post-hoc"): "s", ("all", "online"): "^",
            ("LL", "online"): "v"}
