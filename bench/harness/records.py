@@ -44,6 +44,8 @@ NON_SEMANTIC_KEYS = ("results_dir", "rerun_failed", "hydra", "sweep", "seeds", "
 # computes.
 NON_SEMANTIC_PATHS = (("base", "loop"), ("method", "loop"), ("method", "sampler"),
                       ("method", "training"), ("method", "appears_in"))
+# The keys of a recipe's ``conf/model`` node (bench.training.network_store.model_choice).
+RECIPE_MODEL_KEYS = {"name", "options"}
 REQUIRED_FIELDS = (
     "schema_version", "experiment", "paper", "artifact", "scale", "seed", "protocol",
     "dataset", "method", "variant", "config", "config_hash", "status", "cells", "metrics",
@@ -53,13 +55,34 @@ REQUIRED_FIELDS = (
 
 
 def config_hash(config: dict[str, Any]) -> str:
-    """Stable 12-hex-digit hash of a resolved config, ignoring non-semantic keys and paths."""
+    """Stable 12-hex-digit hash of a resolved config, ignoring non-semantic keys and paths;
+    a config is hashed in its :func:`canonical_spelling`."""
     semantic = {k: v for k, v in config.items() if k not in NON_SEMANTIC_KEYS}
     for parent, key in NON_SEMANTIC_PATHS:
         if isinstance(semantic.get(parent), dict) and key in semantic[parent]:
             semantic[parent] = {k: v for k, v in semantic[parent].items() if k != key}
-    canonical = json.dumps(semantic, sort_keys=True, separators=(",", ":"), default=str)
+    canonical = json.dumps(canonical_spelling(semantic), sort_keys=True, separators=(",", ":"),
+                           default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
+
+
+def canonical_spelling(value: Any) -> Any:
+    """``value`` (a resolved config or part of one) with every training recipe's network
+    written as before the ``conf/model`` node, so that records keep their hashes: a recipe
+    node (a mapping with ``stages`` and a ``model`` mapping) has ``model: <name>`` and, unless
+    its options are an empty mapping, ``model_options: <options>`` beside it (the old configs
+    wrote ``model_options`` only where the network had options, or null to clear them)."""
+    if isinstance(value, list):
+        return [canonical_spelling(item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    spelled = {key: canonical_spelling(item) for key, item in value.items()}
+    model = spelled.get("model")
+    if "stages" in spelled and isinstance(model, dict) and set(model) == RECIPE_MODEL_KEYS:
+        spelled["model"] = model["name"]
+        if model["options"] != {}:
+            spelled["model_options"] = model["options"]
+    return spelled
 
 
 def record_dir(results_dir: Path, experiment: str, scale: str, chash: str) -> Path:

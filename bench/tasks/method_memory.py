@@ -99,7 +99,7 @@ def memory_method_node(cfg: DictConfig, recipe: TrainingRecipe) -> DictConfig:
     extra: dict[str, Any] = dict(overrides.get(str(node.name)) or {})
     accepted = method_arguments(method_class(node))
     if "model" in accepted:
-        extra.setdefault("model", {"name": recipe.model, "options": dict(recipe.model_options)})
+        extra.setdefault("model", recipe.model_node())
     return merged_method_node(node, extra)
 
 

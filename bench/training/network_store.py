@@ -35,7 +35,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -71,6 +71,9 @@ logger = logging.getLogger("bench.training")
 WEIGHTS_NAME = "weights.pt"
 HASH_DIGITS = 12
 OPTIONAL_DATASET_KEYS = ("augmentation",)
+# The recipe's network: a conf/model node, these keys (bench.methods.settings.ModelSettings).
+MODEL_KEY = "recipe.model"
+MODEL_NODE_KEYS = ("name", "options")
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,8 @@ class TrainingRecipe:
     name of :data:`bench.models.classifiers.CLASSIFIERS`) with ``num_classes`` outputs and its
     ``model_options`` (pairs, e.g. ``(("dropout", 0.3),)``), the ``dataset``, the training
     ``stages`` run in order and optionally the ``pretrained`` weights training starts from
-    (None: from the seed's fresh initialisation)."""
+    (None: from the seed's fresh initialisation). A config names the network by the
+    ``conf/model`` node (``model: {name, options}``, :meth:`from_dict`)."""
 
     model: str
     dataset: DatasetIdentity
@@ -161,11 +165,11 @@ class TrainingRecipe:
 
     def check(self) -> None:
         """Raise a one-line ConfigError naming ``recipe.<key>`` for the first bad value."""
-        require_choice("recipe.model", self.model, CLASSIFIERS)
+        require_choice(f"{MODEL_KEY}.name", self.model, CLASSIFIERS)
         allowed = CLASSIFIERS[self.model].options
         for key, value in self.model_options:
             if key not in allowed:
-                raise ConfigError(f"recipe.model_options.{key}={value!r} is not an option of "
+                raise ConfigError(f"{MODEL_KEY}.options.{key}={value!r} is not an option of "
                                   f"{self.model}; its options: {', '.join(allowed) or 'none'}")
         for key in ("name", "preprocessing"):
             value = getattr(self.dataset, key)
@@ -207,9 +211,16 @@ class TrainingRecipe:
                             "train_size": self.dataset.train_size} | augmentation,
                 "stages": [stage.to_dict() for stage in self.stages]}
 
+    def model_node(self) -> dict[str, Any]:
+        """The network as a ``conf/model`` node: ``{name, options}``."""
+        return {"name": self.model, "options": dict(self.model_options)}
+
     @classmethod
     def from_dict(cls, values: dict) -> TrainingRecipe:
-        """The recipe of a dict such as :meth:`to_dict` writes (e.g. a config section)."""
+        """The recipe of a config section, whose ``model`` is the ``conf/model`` node
+        (``{name, options}``), or of a dict such as :meth:`to_dict` writes (``recipe.json``, the
+        configs of old records: ``model`` a name, ``model_options`` beside it)."""
+        model, model_options = model_choice(values)
         known = {f.name for f in fields(cls)}
         for key in values:
             if key not in known:
@@ -225,15 +236,36 @@ class TrainingRecipe:
                 raise ConfigError(f"recipe.dataset.{key} is missing")
         stages = tuple(TrainingStage.from_dict(dict(stage), f"recipe.stages[{i}]")
                        for i, stage in enumerate(values.get("stages") or ()))
-        return cls(model=values.get("model"), dataset=DatasetIdentity(**dataset), stages=stages,
-                   num_classes=values.get("num_classes", 10),
-                   model_options=dict(values.get("model_options") or {}),
+        return cls(model=model, dataset=DatasetIdentity(**dataset), stages=stages,
+                   num_classes=values.get("num_classes", 10), model_options=model_options,
                    pretrained=PretrainedWeights.from_value(values.get("pretrained")))
 
 
+def model_choice(values: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """``(name, options)`` of a recipe dict's network: its ``model`` node (``{name, options}``,
+    options null or absent for none) or the stored spelling (``model`` a name, ``model_options``
+    beside it). Both at once, a node key other than ``name`` and ``options``, or options that
+    are not a mapping is a one-line ConfigError naming the key."""
+    model = values.get("model")
+    if not isinstance(model, Mapping):
+        return model, dict(values.get("model_options") or {})
+    if "model_options" in values:
+        raise ConfigError(f"recipe.model_options={values['model_options']!r} beside the model "
+                          f"node: give the options as {MODEL_KEY}.options")
+    unknown = sorted(set(model) - set(MODEL_NODE_KEYS))
+    if unknown:
+        raise ConfigError(f"{MODEL_KEY}.{unknown[0]} is not a key of the model node; keys: "
+                          f"{', '.join(MODEL_NODE_KEYS)}")
+    options = model.get("options") or {}
+    if not isinstance(options, Mapping):
+        raise ConfigError(f"{MODEL_KEY}.options={options!r} is not valid; it must be a mapping "
+                          "of option names to values")
+    return model.get("name"), dict(options)
+
+
 def recipe_for(node: Any, identity: dict) -> TrainingRecipe:
-    """The recipe of an experiment's ``network`` node (model, options and stages, as a dict or
-    a config node; a ``_target_`` key is ignored) trained on the data ``identity`` (name,
+    """The recipe of an experiment's ``network`` node (the model node, classes and stages, as a
+    dict or a config node; a ``_target_`` key is ignored) trained on the data ``identity`` (name,
     preprocessing, image_shape, train_size, e.g. :meth:`TrainingSet.identity`)."""
     if isinstance(node, TrainingRecipe):
         values = node.to_dict()

@@ -159,8 +159,8 @@ def test_cifar10c_panel_runs_on_generated_files_and_needs_data_here(tmp_path, mo
     record = execute(cfg)
     assert record["status"] == "ok", record["traceback"]
     assert record["arrays"]["levels"] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
-    assert json.loads(json.dumps(record["config"]["network"]["model_options"])) == {
-        "dropout": 0.3, "widen": 1}
+    assert json.loads(json.dumps(record["config"]["network"]["model"])) == {
+        "name": "wrn16_4", "options": {"dropout": 0.3, "widen": 1}}
     columns = {c["column"] for c in record["cells"]}
     assert {f"severity={s}/brier" for s in range(6)} <= columns
     lines = missing_data(SPECS["laplace_redux/figure-9-cifar10c"], tmp_path / "empty")

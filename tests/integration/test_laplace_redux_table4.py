@@ -206,7 +206,7 @@ def test_paper_scale_runs_every_piece_on_cuda():
     cfg = apply_scale_overrides(compose_config(overrides), overrides)
     assert cfg.device == "cuda" and cfg.dataset.device == "cuda"
     assert cfg.method.device == "cuda" and cfg.dataset.augmentation == "crop_flip"
-    assert cfg.network.model_options == {"dropout": 0.3, "widen": 4}
+    assert cfg.network.model == {"name": "wrn16_4", "options": {"dropout": 0.3, "widen": 4}}
     assert cfg.method_settings.BBB.model.options == {"dropout": 0.0}
     main, swag = sweep_overrides("laplace_redux/table-4", "paper", [])
     assert main[2:] == ["seed=6,12,13,523,972394", "method=bayes_by_backprop,classifier_ensemble"

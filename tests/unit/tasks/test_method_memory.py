@@ -83,7 +83,7 @@ def test_methods_that_build_their_network_get_the_experiments_model_and_override
     from bench.training.network_store import TrainingRecipe
 
     cfg = compose_config(["experiment=laplace_redux/table-5", "method=bayes_by_backprop"])
-    values = {"model": "wrn16_4", "model_options": {"dropout": 0.3},
+    values = {"model": {"name": "wrn16_4", "options": {"dropout": 0.3}},
               "stages": [{"epochs": 1, "lr": 0.1, "batch_size": 8}],
               "dataset": {"name": "cifar10", "preprocessing": "unit",
                           "image_shape": [3, 32, 32], "train_size": 8}}

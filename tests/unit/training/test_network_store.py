@@ -281,9 +281,9 @@ def test_recipe_hash_ignores_how_equal_values_are_written():
 
 
 @pytest.mark.parametrize(("changes", "message"), [
-    ({"model": "lenet7"}, "recipe.model='lenet7' is not valid; choose one of: lenet5"),
+    ({"model": "lenet7"}, "recipe.model.name='lenet7' is not valid; choose one of: lenet5"),
     ({"model_options": {"dropout": 0.1}},
-     "recipe.model_options.dropout=0.1 is not an option of lenet_redux"),
+     "recipe.model.options.dropout=0.1 is not an option of lenet_redux"),
     ({"dataset": DatasetIdentity("a/b", "x", (1, 28, 28), 4)}, "recipe.dataset.name='a/b'"),
     ({"dataset": DatasetIdentity("a", "x", (1, 28), 4)},
      r"recipe.dataset.image_shape=\[1, 28\] is not valid"),
@@ -383,3 +383,35 @@ def test_recipe_for_a_network_node_adds_the_data_identity():
     assert recipe_for(node, identity) == tiny_recipe()
     assert recipe_hash(recipe_for(OmegaConf.create(node), identity)) == recipe_hash(tiny_recipe())
     assert "_target_" in node
+
+
+def test_the_model_node_gives_the_recipe_of_the_stored_spelling():
+    values = tiny_recipe(model="wrn16_4", model_options={"widen": 1}).to_dict()
+    assert values["model"] == "wrn16_4" and values["model_options"] == {"widen": 1}
+    node = {k: v for k, v in values.items() if k != "model_options"}
+    node["model"] = {"name": "wrn16_4", "options": {"widen": 1}}
+    assert TrainingRecipe.from_dict(node) == TrainingRecipe.from_dict(values)
+    assert TrainingRecipe.from_dict(node).model_node() == {"name": "wrn16_4",
+                                                           "options": {"widen": 1}}
+    plain = {k: v for k, v in tiny_recipe().to_dict().items() if k != "model_options"}
+    for options in ({}, None):
+        spelled = plain | {"model": {"name": "lenet_redux", "options": options}}
+        assert recipe_hash(TrainingRecipe.from_dict(spelled)) == recipe_hash(tiny_recipe())
+
+
+@pytest.mark.parametrize(("model", "extra", "message"), [
+    ({"name": "lenet_redux", "width": 3}, {},
+     "^recipe.model.width is not a key of the model node; keys: name, options$"),
+    ({"name": "lenet_redux", "options": {}}, {"model_options": {}},
+     r"^recipe.model_options=\{\} beside the model node: give the options as "
+     "recipe.model.options$"),
+    ({"name": "lenet_redux", "options": [1]}, {}, r"^recipe.model.options=\[1\] is not valid"),
+    ({"name": "lenet_redux", "options": {"dropout": 0.1}}, {},
+     "^recipe.model.options.dropout=0.1 is not an option of lenet_redux"),
+    ({"name": "lenet7", "options": {}}, {}, "^recipe.model.name='lenet7' is not valid"),
+])
+def test_a_bad_model_node_is_one_line_naming_the_key(model, extra, message):
+    values = {k: v for k, v in tiny_recipe().to_dict().items() if k != "model_options"}
+    with pytest.raises(ConfigError, match=message) as caught:
+        TrainingRecipe.from_dict(values | {"model": model} | extra)
+    assert "\n" not in str(caught.value)
