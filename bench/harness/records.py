@@ -44,8 +44,11 @@ NON_SEMANTIC_KEYS = ("results_dir", "rerun_failed", "hydra", "sweep", "seeds", "
 # computes.
 NON_SEMANTIC_PATHS = (("base", "loop"), ("method", "loop"), ("method", "sampler"),
                       ("method", "training"), ("method", "appears_in"))
-# The keys of a recipe's ``conf/model`` node (bench.training.network_store.model_choice).
-RECIPE_MODEL_KEYS = {"name", "options"}
+# The keys of a ``conf/model`` node (a recipe's network, bench.training.network_store, and a
+# method's, bench.methods.settings.ModelSettings) and of a method's ``prediction`` node
+# (bench.methods.settings.PredictionSettings): hashed in the spelling from before them.
+MODEL_NODE_KEYS = {"name", "options"}
+PREDICTION_NODE_KEYS = {"batch_size"}
 REQUIRED_FIELDS = (
     "schema_version", "experiment", "paper", "artifact", "scale", "seed", "protocol",
     "dataset", "method", "variant", "config", "config_hash", "status", "cells", "metrics",
@@ -67,21 +70,35 @@ def config_hash(config: dict[str, Any]) -> str:
 
 
 def canonical_spelling(value: Any) -> Any:
-    """``value`` (a resolved config or part of one) with every training recipe's network
-    written as before the ``conf/model`` node, so that records keep their hashes: a recipe
-    node (a mapping with ``stages`` and a ``model`` mapping) has ``model: <name>`` and, unless
-    its options are an empty mapping, ``model_options: <options>`` beside it (the old configs
-    wrote ``model_options`` only where the network had options, or null to clear them)."""
+    """``value`` (a resolved config or part of one) with the settings sub-nodes written as
+    before them, so that records keep their hashes across the respelling:
+
+    * a training recipe's network (a mapping with ``stages`` and a ``model`` node) as
+      ``model: <name>`` and, unless its options are an empty mapping, ``model_options:
+      <options>`` beside it (the old configs wrote ``model_options`` only where the network
+      had options, or null to clear them);
+    * a method's own network (a ``model`` node without ``stages`` beside it) as
+      ``network_model: <name>`` and ``network_options: <options>``;
+    * a method's ``prediction: {batch_size: n}`` as ``predict_batch_size: n``.
+    """
     if isinstance(value, list):
         return [canonical_spelling(item) for item in value]
     if not isinstance(value, dict):
         return value
     spelled = {key: canonical_spelling(item) for key, item in value.items()}
     model = spelled.get("model")
-    if "stages" in spelled and isinstance(model, dict) and set(model) == RECIPE_MODEL_KEYS:
-        spelled["model"] = model["name"]
-        if model["options"] != {}:
-            spelled["model_options"] = model["options"]
+    if isinstance(model, dict) and set(model) == MODEL_NODE_KEYS:
+        if "stages" in spelled:
+            spelled["model"] = model["name"]
+            if model["options"] != {}:
+                spelled["model_options"] = model["options"]
+        else:
+            del spelled["model"]
+            spelled["network_model"], spelled["network_options"] = model["name"], model["options"]
+    prediction = spelled.get("prediction")
+    if isinstance(prediction, dict) and set(prediction) == PREDICTION_NODE_KEYS:
+        del spelled["prediction"]
+        spelled["predict_batch_size"] = prediction["batch_size"]
     return spelled
 
 

@@ -1,6 +1,7 @@
 """A training recipe names its network by the ``conf/model`` node (``network.model: {name,
-options}``); the records and stored networks made when it was a name beside ``model_options``
-keep their config hash and their recipe hash (bench.harness.records.canonical_spelling)."""
+options}``) and a method its own by ``method.model`` beside ``method.prediction``; the records
+and stored networks made before these nodes keep their config hash and their recipe hash
+(bench.harness.records.canonical_spelling)."""
 
 from __future__ import annotations
 
@@ -82,10 +83,34 @@ def test_empty_and_null_options_keep_their_old_spellings_apart():
     assert config_hash({"network": node}) != config_hash({"network": cleared})
 
 
-def test_a_methods_own_model_node_is_hashed_as_written():
+def test_a_methods_own_model_node_is_hashed_as_its_old_keys_not_as_a_recipe():
     node = {"model": {"name": "mlp", "options": {}}, "epochs": 2}
     assert config_hash({"method": node}) != config_hash({"method": {"model": "mlp",
                                                                     "epochs": 2}})
+    assert config_hash({"method": node}) == config_hash(
+        {"method": {"network_model": "mlp", "network_options": {}, "epochs": 2}})
+
+
+@pytest.mark.parametrize("method", ["bayes_by_backprop", "laplace_classifier"])
+def test_a_methods_model_and_prediction_nodes_hash_as_before_them(method):
+    """The method sub-nodes of 04b19a0 (method.model, method.prediction): a job hashes as the
+    records made before them (network_model / network_options, predict_batch_size), which a
+    rerun then finds; the Table 2 paper scale override's prediction node too."""
+    new = resolved_job(["experiment=laplace_redux/table-3", "scale=cpu", f"method={method}"])
+    old = copy.deepcopy(new)
+    prediction = old["method"].pop("prediction")
+    old["method"]["predict_batch_size"] = prediction["batch_size"]
+    if "model" in old["method"]:
+        model = old["method"].pop("model")
+        old["method"]["network_model"] = model["name"]
+        old["method"]["network_options"] = model["options"]
+    assert old != new
+    assert config_hash(old) == config_hash(new)
+    table_2 = resolved_job(["experiment=laplace_redux/table-2", "scale=cpu"])
+    respelled = copy.deepcopy(table_2)
+    respelled["scale_overrides"]["paper"]["method"] = {"predict_batch_size": 256}
+    assert table_2["scale_overrides"]["paper"]["method"] == {"prediction": {"batch_size": 256}}
+    assert config_hash(respelled) == config_hash(table_2)
 
 
 def test_the_experiments_name_their_recipe_network_by_the_model_group():
