@@ -55,3 +55,15 @@ def test_sweep_overrides_rejects_a_malformed_entry_of_an_experiment():
         "ssla/table-4", "smoke", ["seeds_for=[{override:'dataset=uci_real_estate',seeds:[7]}]"])
     assert "dataset=uci_daily_demand" in main and "seed=42" in main
     assert "dataset=uci_real_estate" in own and "seed=7" in own
+
+
+@pytest.mark.second_tier
+def test_every_experiment_sweeps_at_every_scale():
+    """``bench.reproduce <experiment> --scale <s>`` can plan its multiruns for every experiment
+    and scale: an experiment that loads another (map-recipe and the Table 3 side runs load
+    Table 3) must not inherit a seeds_for entry naming a method its own sweep lacks."""
+    from bench.harness.overrides import group_options
+
+    for experiment in group_options()["experiment"]:
+        for scale in ("smoke", "cpu", "paper"):
+            assert sweep_overrides(experiment, scale, []), (experiment, scale)
