@@ -49,6 +49,7 @@ from bench.harness.overrides import (
     group_options,
     require_writable_results_dir,
 )
+from bench.reporting.data_needs import missing_data
 from bench.reporting.files import report_paths
 from bench.reporting.registry import (
     experiment_file,
@@ -342,6 +343,9 @@ def _main(argv: list[str] | None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="print the command, run nothing")
     parser.add_argument("--no-side-runs", action="store_true",
                         help="skip the experiment's side-run configs")
+    parser.add_argument("--skip-missing-data", action="store_true",
+                        help="an artifact whose data files are not under the data root: one "
+                             "line, its 'needs data' report, status 0 (make reproduce-all)")
     parser.add_argument("--workers", type=int, default=None,
                         help="per-seed multiruns run at once (default: the cores available; "
                              "1 runs everything in one process)")
@@ -381,7 +385,18 @@ def _main(argv: list[str] | None) -> int:
         print(" ".join(command[1:]))
     if args.dry_run:
         return 0
+    missing = missing_experiment_data(experiment) if args.skip_missing_data else []
+    if missing:
+        print(f"skipped {args.artifact}: needs data: {missing[0]}", file=sys.stderr)
+        return 0 if args.no_report else render_reports(args, experiment, results_dir)
     return run_and_report(args, experiment, results_dir, commands, workers)
+
+
+def missing_experiment_data(experiment: str) -> list[str]:
+    """The missing data files (one line per data need) of every report drawn from
+    ``experiment``'s records: its jobs cannot run while any is missing."""
+    return [line for spec in specs_reading(results_experiment(experiment))
+            for line in missing_data(spec)]
 
 
 def run_and_report(args: argparse.Namespace, experiment: str, results_dir: Path,
@@ -393,10 +408,19 @@ def run_and_report(args: argparse.Namespace, experiment: str, results_dir: Path,
     jobs_failed = status == 1
     if args.no_report or args.launcher:
         return int(jobs_failed)
+    status = render_reports(args, experiment, results_dir)
+    if jobs_failed:
+        print("error: some jobs failed (listed above)", file=sys.stderr)
+        return 1
+    return status
+
+
+def render_reports(args: argparse.Namespace, experiment: str, results_dir: Path) -> int:
+    """Render every report drawn from ``experiment``'s records (``bench.report``); its status."""
     artifacts = [spec.key for spec in specs_reading(results_experiment(experiment))]
     if not artifacts:
         print(f"note: no report spec reads {experiment}; records only", file=sys.stderr)
-        return int(jobs_failed)
+        return 0
     out, note = report_folder(artifacts, args.scale, args.out, args.replace_scale)
     if note:
         print(f"note: {note}", file=sys.stderr)
@@ -404,11 +428,7 @@ def run_and_report(args: argparse.Namespace, experiment: str, results_dir: Path,
               "--results-dir", str(results_dir), "--out", str(out), "--index"]
     if args.replace_scale:
         report.append("--replace-scale")
-    status = subprocess.run(report).returncode
-    if jobs_failed:
-        print("error: some jobs failed (listed above)", file=sys.stderr)
-        return 1
-    return status
+    return subprocess.run(report).returncode
 
 
 if __name__ == "__main__":
