@@ -341,8 +341,9 @@ MNIST_NOTES = (
     "not measured.",
     "cpu scale (deviations): one model seed (6); 500 in-distribution test images (of the "
     "8k part) and 500 per OOD set; online marglik 20 epochs (paper: 250; Table 2's cpu "
-    "scale: 50) with each refit on a fixed 5,000 training images; the MC link with 100 "
-    "samples. Times are 2-core CPU seconds.",
+    "scale: 50) with each refit on a fixed 5,000 training images; the low-rank eigenpairs "
+    "from the first 5,000 training images, scaled by N / 5,000 (method.low_rank_data); the "
+    "MC link with 100 samples. Times are 2-core CPU seconds.",
 )
 
 CIFAR_NOTES = (
