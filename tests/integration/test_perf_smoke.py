@@ -161,3 +161,21 @@ def test_start_up_benchmark_reports_the_overhead_beside_import_torch(tmp_path):
     ratio = float(rows["overhead / import torch"].rstrip("x"))
     assert ratio == pytest.approx((job - task) / float(rows['`python -c "import torch"` (wall)']),
                                   rel=0.05)
+
+
+def test_network_grid_benchmark_reports_the_floor_under_a_batched_step(tmp_path):
+    """The quick run trains the grid row batched and one by one to the same parameters, and
+    the cap it prints is the one-by-one time per network-step over the floor's."""
+    from bench.benchmarks.network_grid_speed import main
+
+    out = tmp_path / "grid-perf.md"
+    main(["--quick", "--out", str(out)])
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]
+            for line in out.read_text().splitlines() if line.startswith("| ")]
+    cells = {row[0]: row[1:] for row in rows}
+    single = float(cells["one by one (B = 1 each)"][1])
+    floor = float(cells["floor: one forward + backward of the row, per network"][1])
+    cap = float(cells["largest speed-up any batched step could reach (one by one / floor)"][0]
+                .rstrip("x"))
+    assert floor > 0 and cap == pytest.approx(single / floor, rel=0.02)
+    assert "(the same optimisation)" in out.read_text()
