@@ -12,11 +12,9 @@ ours) takes about a second of wall time on a 2-core machine, every command, ever
 
 from __future__ import annotations
 
-import atexit
 import importlib
 import os
 import sys
-import threading
 
 INTERRUPTED = ("interrupted; finished jobs keep their records: run the same command again to "
                "skip them and run the rest")
@@ -46,6 +44,9 @@ def exit_now(status: object) -> None:
     """Exit as ``raise SystemExit(status)`` would (None: 0, an int: itself, anything else
     printed to stderr: 1), after the running non-daemon threads end and the atexit handlers
     run, with the standard streams flushed, but without the interpreter's teardown."""
+    import atexit  # here, not at the top: the module keeps to what Python loads at start-up
+    import threading
+
     if status is None:
         code = 0
     elif isinstance(status, int):
