@@ -226,14 +226,17 @@ def remove_stale_temporaries(folder: Path, older_than_s: float = STALE_TEMPORARY
             continue
 
 
-def write_record_atomically(folder: Path, record: dict[str, Any]) -> Path:
-    """Write ``record.json`` into ``folder``; fail rather than overwrite an existing record.
+def write_record_atomically(folder: Path, record: dict[str, Any], replace: bool = False) -> Path:
+    """Write ``record.json`` into ``folder``; fail rather than overwrite an existing record
+    (``replace=True``: replace it, for a tool that rewrites a record it owns, such as
+    :mod:`bench.harness.rehash`).
 
     The record is stored as it reads back from JSON, with its ``record_sha256``. The JSON goes
     to a temporary file in the same folder, is flushed to disk, then hard-linked to its final
     name: the link either creates the complete file or fails because one exists, so readers
-    never see half a record and concurrent workers never clobber each other. Temporary files
-    left there by killed writers are removed first.
+    never see half a record and concurrent workers never clobber each other (a replacement is
+    an atomic rename: readers see the old record or the new one). Temporary files left there by
+    killed writers are removed first.
     """
     folder.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(folder)
@@ -249,9 +252,13 @@ def write_record_atomically(folder: Path, record: dict[str, Any]) -> Path:
             json.dump(stored, f, indent=1, sort_keys=True, allow_nan=True)
             f.flush()
             os.fsync(f.fileno())
-        os.link(tmp, target)
+        if replace:
+            os.replace(tmp, target)
+        else:
+            os.link(tmp, target)
     finally:
-        os.unlink(tmp)
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
     return target
 
 

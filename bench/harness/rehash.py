@@ -14,20 +14,17 @@ is left where it is and reported. ``python -m bench.harness.rehash [--results DI
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench.harness.overrides import default_results_dir
 from bench.harness.records import (
-    RECORD_HASH_FIELD,
     RECORD_NAME,
     DamagedRecord,
     config_hash,
     read_record_file,
-    record_content_hash,
+    write_record_atomically,
 )
 
 
@@ -71,17 +68,9 @@ def rehash_records(results_dir: Path, dry_run: bool = False) -> list[Move]:
 def _move(move: Move) -> None:
     os.rename(move.old, move.new)
     record = read_record_file(move.new / RECORD_NAME)
-    record = {k: v for k, v in record.items() if k != RECORD_HASH_FIELD}
     record["rehashed_from"] = record["config_hash"]
     record["config_hash"] = move.new.name
-    record[RECORD_HASH_FIELD] = record_content_hash(record)
-    fd, tmp = tempfile.mkstemp(prefix=".record-", suffix=".tmp", dir=move.new)
-    with os.fdopen(fd, "w") as f:
-        json.dump(record, f, indent=1, sort_keys=True, allow_nan=True)
-        f.flush()
-        os.fsync(f.fileno())
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, move.new / RECORD_NAME)
+    write_record_atomically(move.new, record, replace=True)
 
 
 def main(argv: list[str] | None = None) -> int:
