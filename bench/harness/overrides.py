@@ -94,8 +94,7 @@ def _check_applies(cfg: DictConfig, overrides: list[str]) -> None:
     try:
         ConfigLoaderImpl._apply_overrides_to_config(parsed, cfg)
     except Exception as err:
-        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-        raise ConfigError(" ".join(lines[:3])) from None
+        raise ConfigError(_first_lines(err)) from None
 
 
 def _check_composes(overrides: list[str], conf_dir: Path) -> DictConfig:
@@ -106,11 +105,15 @@ def _check_composes(overrides: list[str], conf_dir: Path) -> DictConfig:
     except Exception as err:
         if _interrupted(err):  # Ctrl-C while Hydra composed: not a config error
             raise KeyboardInterrupt from None
-        lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-        message = " ".join(lines[:3])
-        raise ConfigError(message) from None
+        raise ConfigError(_first_lines(err)) from None
     finally:
         GlobalHydra.instance().clear()
+
+
+def _first_lines(err: BaseException) -> str:
+    """Hydra's error message as one line: its first three non-blank lines joined."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return " ".join(lines[:3])
 
 
 def _interrupted(err: BaseException) -> bool:
