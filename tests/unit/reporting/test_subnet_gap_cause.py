@@ -1,6 +1,6 @@
-"""Subnet Figure 1's mis- minus well-specified gap: its cause quotes the gap on each seed's
-own records with their 95% interval, and says when zero lies inside (the close verdict that
-had no cause and stopped the report from rendering)."""
+"""Causes that quote each seed's own records: Subnet Figure 1's mis- minus well-specified gap
+(the gap per seed with its 95% interval, and whether zero lies inside), and a spec's cause
+function for an anchor, which must receive the records."""
 
 from __future__ import annotations
 
@@ -37,3 +37,17 @@ def test_the_cause_gives_each_seed_s_gap_and_its_interval():
 def test_one_seed_gives_no_interval():
     with pytest.raises(LookupError):
         gap_by_seed(seed_records(0, {"misspecified": 0.5, "wellspecified": 0.6}))
+
+
+def test_a_spec_cause_function_for_an_anchor_reads_the_records():
+    """A report spec's cause for an anchor label may be a function of the ok records, as a
+    cell's may; the anchor table used to call it with none, so the cause came out empty and
+    the report refused to render (Subnet Figure 2's seed-spread causes)."""
+    from bench.reporting.claims import ClaimRule
+    from bench.reporting.compare import anchor_cause
+    from bench.reporting.spec import Anchor, ArtifactSpec
+
+    anchor = Anchor("share", "always", lambda records: 0.5, ClaimRule())
+    spec = ArtifactSpec(paper="subnet", artifact="figure-99", title="t", anchors=(anchor,),
+                        causes={("share", "*"): lambda records: f"{len(records)} records"})
+    assert anchor_cause(spec, anchor, [{"seed": 0}, {"seed": 1}]) == "2 records"
