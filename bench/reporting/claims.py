@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from bench.reporting.aggregate import aggregate_cells, cells_frame
+from bench.reporting.aggregate import aggregate_cells, cells_frame, mean_and_ci
 from bench.reporting.targets import PaperValue
 from bench.reporting.verdicts import AGREES, CLOSE, DIFFERS, VerdictRule
 
@@ -94,3 +94,31 @@ def mean_of(values: Iterable[float]) -> float:
     if not values:
         raise LookupError("no values (cells missing)")
     return sum(values) / len(values)
+
+
+def seed_spread_cause(getter: Callable[[list[dict[str, Any]]], float], what: str,
+                      threshold: float, unresolved: str) -> Callable[[list[dict[str, Any]]], str]:
+    """Anchor cause quoting ``getter`` (an anchor's ``ours``) on each seed's own records: their
+    range, mean and 95% Student-t interval, and ``unresolved`` when the interval holds the
+    claim's ``threshold`` (the records cannot tell the claim's side at this many seeds).
+    LookupError with fewer than two seeds it can be computed on."""
+
+    def cause(records: list[dict[str, Any]]) -> str:
+        by_seed: dict[Any, list[dict[str, Any]]] = {}
+        for record in records:
+            by_seed.setdefault(record["seed"], []).append(record)
+        values = []
+        for seed_records in by_seed.values():
+            try:
+                values.append(getter(seed_records))
+            except (LookupError, ValueError, ArithmeticError, TypeError):
+                continue
+        if len(values) < 2:
+            raise LookupError("fewer than two seeds to spread over")
+        mean, _, low, high = mean_and_ci(values)
+        text = (f"measured on these records: {what} on each of {len(values)} seeds ranges "
+                f"{min(values):+.4f} to {max(values):+.4f}, mean {mean:+.4f}, 95% CI "
+                f"[{low:+.4f}, {high:+.4f}]")
+        return text + (f": {unresolved}" if low <= threshold <= high else "")
+
+    return cause

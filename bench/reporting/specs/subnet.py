@@ -10,15 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from bench.reporting.aggregate import mean_and_ci
 from bench.reporting.claims import (
     ClaimRule,
     Means,
     Statistic,
-    cell_means,
     claim,
     fraction,
     mean_of,
+    seed_spread_cause,
 )
 from bench.reporting.figures.subnet_plots import (
     DOMAINS,
@@ -81,26 +80,10 @@ def w2_improvement_gap(means: Means) -> float:
     return reduction("misspecified") - reduction("wellspecified")
 
 
-def gap_by_seed(records: list[dict]) -> str:
-    """Cause of the mis- minus well-specified gap: the gap on each seed's own records, their
-    mean and 95% Student-t interval (the claim's sign is not resolved when it holds 0)."""
-    by_seed: dict[int, list[dict]] = {}
-    for record in records:
-        by_seed.setdefault(int(record["seed"]), []).append(record)
-    gaps = []
-    for seed_records in by_seed.values():
-        try:
-            gaps.append(w2_improvement_gap(cell_means(seed_records)))
-        except (LookupError, ValueError, ZeroDivisionError):
-            continue
-    if len(gaps) < 2:
-        raise LookupError("fewer than two seeds with both specifications")
-    mean, _, low, high = mean_and_ci(gaps)
-    return (f"measured on these records: the gap on each of {len(gaps)} seeds ranges "
-            f"{min(gaps):+.4f} to {max(gaps):+.4f}, mean {mean:+.4f}, 95% CI "
-            f"[{low:+.4f}, {high:+.4f}]"
-            + (": zero lies inside, so the sign the claim needs is not resolved at this "
-               "scale" if low <= 0 <= high else ""))
+# Cause of the mis- minus well-specified gap: the gap on each seed's own records.
+gap_by_seed = seed_spread_cause(
+    claim(w2_improvement_gap), "the gap", 0.0,
+    "zero lies inside, so the sign the claim needs is not resolved at this scale")
 
 
 def beats_flat_at_moderate_k(method: str) -> Statistic:
@@ -285,21 +268,31 @@ FIGURE_2_ANCHORS = (
            claim(proposed_reach_precision_diag), MOST),
 )
 
-SMALL_SAMPLE_CAUSE = ("cpu scale: 1000 training points and few replications (notes); the "
-                      "per-k means behind this share are in the table with their CIs")
+# The cause of an anchor whose misses may be seed noise: its statistic on each seed's records.
+SEED_SPREAD = object()
+
+
+def share_spread(anchor: Anchor):
+    """:func:`seed_spread_cause` of ``anchor``'s statistic against its agree threshold."""
+    threshold = anchor.rule.agree
+    return seed_spread_cause(
+        anchor.ours, "the statistic", threshold,
+        f"its agree threshold {threshold:g} lies inside, so whether the claim holds is not "
+        "resolved at this many seeds")
 # The cause of each of FIGURE_2_ANCHORS, in their order.
-FIGURE_2_CAUSES = {(anchor.label, "*"): cause for anchor, cause in zip(FIGURE_2_ANCHORS, (
-    SMALL_SAMPLE_CAUSE,
-    SMALL_SAMPLE_CAUSE,
+FIGURE_2_CAUSES = {(anchor.label, "*"): share_spread(anchor) if cause is SEED_SPREAD else cause
+                   for anchor, cause in zip(FIGURE_2_ANCHORS, (
+    SEED_SPREAD,
+    SEED_SPREAD,
     "Last k starts from the output layer, whose parameters have the largest gradients: at "
     "small k it often picks what Gradient-Laplace picks, and it is above Greedy and Subnet "
     "diagonal where those rank by small precision",
-    SMALL_SAMPLE_CAUSE,
+    SEED_SPREAD,
     "Gradient-Laplace ranks by large |g| and so keeps the parameters that dominate g'Sigma g; "
     "Subnet diagonal keeps small-precision (small-gradient) ones",
-    SMALL_SAMPLE_CAUSE,
+    SEED_SPREAD,
     SMALL_PRECISION_CAUSE,
-    SMALL_SAMPLE_CAUSE,
+    SEED_SPREAD,
     "PrecisionDiag's coverage is not low here (see the table): it keeps all p conditional "
     "variances and lies between NeuralLinear's and full LLA's or above, so subnetworks of "
     "k <= 25 do not reach it",
