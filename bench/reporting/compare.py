@@ -234,9 +234,10 @@ def hidden_extra_cells(spec: ArtifactSpec, table: pd.DataFrame,
 
 def anchor_cause(spec: ArtifactSpec, anchor: Anchor, ok_records: list[dict[str, Any]]) -> str:
     """The anchor's own cause computed from the records, else the spec's cause for its label
-    (a text, or a function of the same records; "" when neither gives one). A cause function that cannot read these records (a missing
-    cell, a zero or absent number) falls back to the spec's cause rather than stopping the
-    report; an empty cause is then refused where one is required."""
+    (a text, or a function of the same records; "" when neither gives one). A cause function
+    that cannot read these records (a missing cell, a zero or absent number) falls back to the
+    spec's cause rather than stopping the report; an empty cause is then refused where one is
+    required."""
     fallback = spec.cause_for("*", anchor.label, "", ok_records)
     if anchor.cause is None:
         return fallback
