@@ -7,10 +7,11 @@ the experiment's ``sweep`` and per-scale ``seeds``, launches one Hydra multirun 
 The experiment's side runs (configs whose ``name`` is the experiment's, e.g.
 ``laplace_redux/table-2-budget`` for ``laplace_redux/table-2``: records its report quotes as
 measured causes) run after its own jobs unless ``--no-side-runs``.
-``--workers N`` (default: the cores available) splits each multirun by seed and runs up to N of
-those per-seed multiruns at once, each with ``cores / N`` torch threads; the jobs of one seed
-stay in order (a MAP network before the methods that reuse it) and records, identical to a
-one-process run's, are safe under concurrent writers.
+``--workers N`` (default: the cores available) splits each multirun by seed, and where that
+gives fewer than two per worker also by its first other swept key (``dataset``,
+``map_recipe``, never ``method``), and runs up to N of them at once, each with ``cores / N``
+torch threads; the methods of one seed stay in order (a MAP network before the methods that
+reuse it) and records, identical to a one-process run's, are safe under concurrent writers.
 ``--launcher slurm`` submits the same multirun to Slurm through submitit instead (the reports
 are then rendered by a later ``python -m bench.report``). Rendering also rewrites the overview
 pages (README.md scoreboard, FINDINGS.md, timing.md) of the reports folder.
@@ -268,6 +269,41 @@ def split_by_seed(overrides: list[str]) -> list[list[str]]:
     return [overrides]
 
 
+# Sweep keys kept inside one multirun when a seed's multirun is split further: a seed's
+# methods share that seed's stored network (the MAP a Laplace fit, a DE or SWAG starts from).
+KEPT_IN_ORDER = ("seed", "method")
+
+
+def split_by_first_sweep(overrides: list[str]) -> list[list[str]]:
+    """One multirun per value of the first sweep item of ``overrides`` whose key is not in
+    ``KEPT_IN_ORDER`` (unchanged when there is none). Experiments sweep the key that picks
+    the network first (``dataset``, ``map_recipe``), so the parts rarely need one network."""
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    for index, item in enumerate(parsed):
+        key = item.input_line.split("=", 1)[0]
+        if item.is_sweep_override() and key not in KEPT_IN_ORDER:
+            return [overrides[:index] + [f"{key}={value}"] + overrides[index + 1:]
+                    for value in item.sweep_string_iterator()]
+    return [overrides]
+
+
+def split_for_workers(multiruns: list[list[str]], workers: int) -> list[list[str]]:
+    """The multiruns ``workers`` parallel processes take in turn.
+
+    One per seed (:func:`split_by_seed`). Fewer than two per worker leaves cores idle (an
+    experiment of one seed ran on one core), so each is then split once more by its first
+    other sweep key (:func:`split_by_first_sweep`), ordered value by value so that parts
+    running side by side belong to different seeds and rarely wait on one network's training
+    (the network store's lock makes a second taker wait, never train it twice).
+    """
+    by_seed = [one for overrides in multiruns for one in split_by_seed(overrides)]
+    if len(by_seed) >= 2 * workers:
+        return by_seed
+    parts = [split_by_first_sweep(overrides) for overrides in by_seed]
+    return [part[index] for index in range(max(map(len, parts), default=0))
+            for part in parts if index < len(part)]
+
+
 def worker_environment(workers: int) -> dict[str, str]:
     """The environment of one of ``workers`` parallel multiruns: the cores shared out as torch
     threads, unless the caller set OMP_NUM_THREADS itself."""
@@ -347,7 +383,7 @@ def _main(argv: list[str] | None) -> int:
                         help="an artifact whose data files are not under the data root: one "
                              "line, its 'needs data' report, status 0 (make reproduce-all)")
     parser.add_argument("--workers", type=int, default=None,
-                        help="per-seed multiruns run at once (default: the cores available; "
+                        help="multiruns run at once (default: the cores available; "
                              "1 runs everything in one process)")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides, e.g. device=cuda")
     args = parser.parse_intermixed_args(argv)
@@ -376,7 +412,7 @@ def _main(argv: list[str] | None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if workers > 1 and not args.launcher:
-        multiruns = [one for overrides in multiruns for one in split_by_seed(overrides)]
+        multiruns = split_for_workers(multiruns, workers)
         workers = min(workers, len(multiruns))
     else:
         workers = 1

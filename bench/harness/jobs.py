@@ -11,7 +11,9 @@ import math
 import os
 import socket
 import sys
+import time
 import traceback
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ from bench.harness.logs import job_log, logger, publish_job_log, quiet_libraries
 from bench.harness.method_nodes import instantiate_method, method_variants
 from bench.harness.overrides import CONF_DIR
 from bench.harness.process_clock import claim_first_job, seconds_since_process_start
-from bench.harness.provenance import git_state, package_versions
+from bench.harness.provenance import git_state, machine_load, package_versions
 from bench.harness.records import (
     RECORD_NAME,
     SCHEMA_VERSION,
@@ -144,6 +146,7 @@ def run_job(cfg: DictConfig, cli_overrides: list[str] | None = None) -> tuple[st
     with job_log(folder) as log_path:
         logger.info("run %s seed=%s -> %s", cfg.name, cfg.seed, folder)
         started, watch = _now(), Stopwatch()
+        load_at_start, cpu_clock = machine_load(), time.process_time()
         startup = seconds_since_process_start() if first_job else None
         try:
             result, error, trace = _run_task(cfg)
@@ -155,7 +158,8 @@ def run_job(cfg: DictConfig, cli_overrides: list[str] | None = None) -> tuple[st
             remove_empty_folders(folder, Path(cfg.results_dir))
             raise
         total = watch.elapsed()
-        record = _record(cfg, resolved, chash, result, error, trace, started, total, startup)
+        clock = JobClock(total, time.process_time() - cpu_clock, load_at_start, machine_load())
+        record = _record(cfg, resolved, chash, result, error, trace, started, clock, startup)
         try:
             write_record_atomically(folder, record)
         except FileExistsError:
@@ -251,8 +255,19 @@ def require_writable(folder: Path) -> None:
                           "BENCH_RESULTS_DIR to a writable folder")
 
 
+@dataclass(frozen=True)
+class JobClock:
+    """How long a job took: wall seconds, this process's CPU seconds (every thread), and
+    :func:`~bench.harness.provenance.machine_load` at its start and end."""
+
+    wall_s: float
+    cpu_s: float
+    load_at_start: dict
+    load_at_end: dict
+
+
 def _record(cfg: DictConfig, resolved: dict, chash: str, result: TaskResult | None,
-            error: str | None, trace: str | None, started: str, total: float,
+            error: str | None, trace: str | None, started: str, clock: JobClock,
             startup: float | None = None) -> dict:
     """The run record of one finished (or failed) job; ``startup``: seconds from the process
     start to the task's (:mod:`bench.harness.process_clock`), for a process's first job."""
@@ -277,7 +292,9 @@ def _record(cfg: DictConfig, resolved: dict, chash: str, result: TaskResult | No
         "metrics": {k: float(v) for k, v in result.metrics.items()},
         "fitted": result.fitted,
         "arrays": {k: [_json_float(x) for x in v] for k, v in result.arrays.items()},
-        "timings": {**result.timings, "total_s": total, **first},
+        "timings": {**result.timings, "total_s": clock.wall_s, "cpu_s": clock.cpu_s,
+                    **first},
+        "machine_load": {"at_start": clock.load_at_start, "at_end": clock.load_at_end},
         "versions": package_versions(),
         **git_state(),
         "host": socket.gethostname(),

@@ -1,7 +1,8 @@
-"""Package versions and git state stored in every run record."""
+"""Package versions, git state and the machine's load stored in every run record."""
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 from importlib import metadata
@@ -52,3 +53,17 @@ def git_state(repo: Path | None = None) -> dict[str, object]:
     sha = git("rev-parse", "HEAD")
     status = git("status", "--porcelain", "--untracked-files=no")
     return {"git_sha": sha or "unknown", "git_dirty": bool(status) if status is not None else None}
+
+
+def machine_load() -> dict[str, float | int]:
+    """What shares the cores a job's times were measured on: the cores this process may use,
+    its torch threads and the 1-minute load average (runnable processes; ``nan`` where the
+    platform has none). A load above the cores means jobs waited for a core, so their wall
+    times overstate what the work costs on quiet cores; their ``cpu_s`` does not."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = float("nan")
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"cores": int(cores or 1), "torch_threads": torch.get_num_threads(),
+            "load_1m": round(load, 2)}

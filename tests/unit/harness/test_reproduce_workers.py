@@ -80,3 +80,39 @@ def test_a_command_narrowed_to_other_methods_or_seeds_skips_the_side_runs(capsys
         "line" in captured.err
     assert reproduce.narrowing_overrides("laplace_redux/table-2-budget",
                                          ["seed=711", "device=cpu"]) == ["seed"]
+
+
+def test_a_seed_short_of_workers_is_split_by_its_first_other_sweep_key():
+    overrides = ["experiment=x", "scale=cpu", "seed=6", "dataset=a,b", "link=mc,probit"]
+    assert reproduce.split_for_workers([overrides], workers=2) == [
+        ["experiment=x", "scale=cpu", "seed=6", "dataset=a", "link=mc,probit"],
+        ["experiment=x", "scale=cpu", "seed=6", "dataset=b", "link=mc,probit"],
+    ]
+
+
+def test_the_parts_of_several_seeds_come_value_by_value():
+    overrides = ["experiment=x", "seed=0,1", "posterior=p,q,r", "prior=1,2"]
+    parts = reproduce.split_for_workers([overrides], workers=2)
+    assert [(part[1], part[2]) for part in parts] == [
+        ("seed=0", "posterior=p"), ("seed=1", "posterior=p"), ("seed=0", "posterior=q"),
+        ("seed=1", "posterior=q"), ("seed=0", "posterior=r"), ("seed=1", "posterior=r")]
+    assert all(part[3] == "prior=1,2" for part in parts)
+
+
+def test_the_methods_of_a_seed_stay_in_one_multirun_in_order():
+    overrides = ["experiment=x", "seed=6", "method=map,la,de"]
+    assert reproduce.split_for_workers([overrides], workers=2) == [overrides]
+
+
+def test_enough_seeds_for_every_worker_are_not_split_further():
+    overrides = ["experiment=x", "seed=0,1,2,3", "dataset=a,b"]
+    assert reproduce.split_for_workers([overrides], workers=2) == reproduce.split_by_seed(
+        overrides)
+
+
+def test_a_one_seed_grid_runs_on_every_core(capsys):
+    assert reproduce.main(["laplace_redux/figure-8-mnist", "--scale", "cpu", "--dry-run",
+                           "--workers", "2"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [line.split("dataset=")[1].split()[0] for line in lines] == ["mnist",
+                                                                        "fashion_mnist"]
