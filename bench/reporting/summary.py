@@ -25,6 +25,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -114,11 +115,71 @@ def record_facts(records: list[dict[str, Any]]) -> dict[str, Any]:
             "uncommitted_changes": any(bool(r.get("git_dirty")) for r in records)}
 
 
+def superseded_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ok records none of whose cells the tables read: for its seed and protocol, a later
+    ok record holds every (row, column) it has (a rerun under a changed config; the tables use
+    the latest value, :func:`bench.reporting.aggregate.aggregate_cells`)."""
+    ok = sorted((r for r in records if r.get("status") == "ok" and r.get("cells")),
+                key=lambda r: str(r.get("finished_at") or ""))
+    later: dict[tuple[Any, Any, Any, Any], int] = {}
+    for index, record in enumerate(ok):
+        for cell in record["cells"]:
+            key = (record.get("seed"), record.get("protocol"), cell.get("row"), cell.get("column"))
+            later[key] = index
+    return [record for index, record in enumerate(ok)
+            if all(later[(record.get("seed"), record.get("protocol"), cell.get("row"),
+                          cell.get("column"))] > index for cell in record["cells"])]
+
+
+def busy_seconds(records: Iterable[dict[str, Any]]) -> float | None:
+    """Seconds during which at least one of ``records``' jobs ran (the union of their
+    ``started_at`` → ``finished_at`` spans): the wall time of the run that made them, with the
+    gaps between its parts left out; None when no record has both times."""
+    spans = []
+    for record in records:
+        try:
+            start = datetime.fromisoformat(str(record["started_at"]))
+            end = datetime.fromisoformat(str(record["finished_at"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+        spans.append((start.timestamp(), end.timestamp()))
+    if not spans:
+        return None
+    total, reach = 0.0, -math.inf
+    for start, end in sorted(spans):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return round(total, 3)
+
+
+# A job measured while more runnable processes than cores waited: its wall time overstates
+# what it costs on quiet cores (half a process of slack for the load average's lag).
+SHARED_CORES_SLACK = 0.5
+
+
+def on_shared_cores(record: dict[str, Any]) -> bool | None:
+    """Whether the 1-minute load exceeded the cores at the job's start or end; None for a
+    record made before records held ``machine_load``."""
+    moments = (record.get("machine_load") or {}).values()
+    loads = [m for m in moments if isinstance(m, dict) and m.get("load_1m") is not None]
+    if not loads:
+        return None
+    return any(m["load_1m"] > m.get("cores", 1) + SHARED_CORES_SLACK for m in loads)
+
+
 def job_times(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """Wall time of the jobs (each record's ``timings.total_s``), in all and per method."""
+    """Wall time of the jobs whose values the tables read (each record's ``timings.total_s``),
+    in all and per method; the superseded records (:func:`superseded_records`) are counted
+    apart, not added. Also the jobs' CPU seconds where records hold them, the wall time while
+    jobs ran (:func:`busy_seconds`), and how many were measured on shared cores."""
+    superseded = {id(record) for record in superseded_records(records)}
+    counted = [record for record in records if id(record) not in superseded]
     per_method: dict[str, list[float]] = {}
     untimed = 0
-    for record in records:
+    cpu = [finite_or_none((r.get("timings") or {}).get("cpu_s")) for r in counted]
+    shared = [on_shared_cores(record) for record in counted]
+    for record in counted:
         seconds = finite_or_none((record.get("timings") or {}).get("total_s"))
         if seconds is None:
             untimed += 1
@@ -127,9 +188,14 @@ def job_times(records: list[dict[str, Any]]) -> dict[str, Any]:
     methods = [{"method": method, "jobs": len(times), "job_seconds": round(sum(times), 3)}
                for method, times in per_method.items()]
     methods.sort(key=lambda entry: -entry["job_seconds"])
-    return {"jobs": len(records), "jobs_untimed": untimed,
+    return {"jobs": len(counted), "jobs_untimed": untimed,
             "job_seconds": round(sum(entry["job_seconds"] for entry in methods), 3),
-            "methods": methods}
+            "methods": methods, "superseded_jobs": len(superseded),
+            "busy_seconds": busy_seconds(counted),
+            "cpu_seconds": round(sum(v for v in cpu if v is not None), 3),
+            "jobs_without_cpu": sum(v is None for v in cpu),
+            "jobs_on_shared_cores": sum(flag is True for flag in shared),
+            "jobs_without_load": sum(flag is None for flag in shared)}
 
 
 def _base(spec: ArtifactSpec, source: str) -> dict[str, Any]:

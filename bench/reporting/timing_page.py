@@ -1,10 +1,15 @@
 """``reports/timing.md``: wall time per artifact and per method at each scale, from the records.
 
 Each record's ``timings.total_s`` is its job's wall time (including the training of the networks
-it was the first to need); the reports' summaries add them up per experiment and per method. An
-experiment read by several reports (SSLA Table 2 and Figure 2) counts once. Reports whose
-records are not kept here, or that wait for data, are listed as gaps with the reason; the total
-of ``make reproduce-all`` is the sum over the timed experiments and says how many are not.
+it was the first to need); the reports' summaries add them up per experiment and per method,
+over the records whose values the tables read (a record superseded by a rerun is counted
+apart). An experiment read by several reports (SSLA Table 2 and Figure 2) counts once. Beside
+the sum: the wall time while the experiment's jobs ran (its parallel workers overlap, the gaps
+between runs are left out), the jobs' CPU time, and whether other work shared the cores (a
+load above the cores makes wall times overstate the cost); records made before they held CPU
+time and load say "not recorded". Reports whose records are not kept here, or that wait for
+data, are listed as gaps with the reason; the total of ``make reproduce-all`` is the sum over
+the timed experiments and says how many are not.
 """
 
 from __future__ import annotations
@@ -53,8 +58,44 @@ def gap_reason(summary: dict[str, Any]) -> str:
     return gaps.get("timings") or "no timings in the summary"
 
 
+NOT_RECORDED = "not recorded"
+
+
+def jobs_text(timings: dict[str, Any]) -> str:
+    """The jobs counted, and the superseded records left out."""
+    superseded = timings.get("superseded_jobs") or 0
+    return f"{timings['jobs']}" + (f" (+{superseded} superseded)" if superseded else "")
+
+
+def cpu_text(timings: dict[str, Any]) -> str:
+    """The jobs' summed CPU time, or why it is not known for some of them."""
+    missing = timings.get("jobs_without_cpu", timings["jobs"])
+    if missing == timings["jobs"]:
+        return NOT_RECORDED
+    known = duration_text(timings.get("cpu_seconds"))
+    return known if not missing else f"{known} ({missing} jobs {NOT_RECORDED})"
+
+
+def cores_text(timings: dict[str, Any]) -> str:
+    """Whether the jobs ran on quiet cores: how many saw a load above the cores."""
+    unknown = timings.get("jobs_without_load", timings["jobs"])
+    if unknown == timings["jobs"]:
+        return NOT_RECORDED
+    shared = timings.get("jobs_on_shared_cores", 0)
+    text = f"shared for {shared} of {timings['jobs'] - unknown} jobs" if shared else "quiet"
+    return text if not unknown else f"{text} ({unknown} jobs {NOT_RECORDED})"
+
+
+def busy_text(timings: dict[str, Any]) -> str:
+    """The wall time while the jobs ran; a summary rendered before it was kept says so."""
+    if "busy_seconds" not in timings:
+        return NOT_RECORDED
+    return duration_text(timings["busy_seconds"])
+
+
 def artifact_rows(found: dict[tuple[str, str], dict[str, Any]]) -> pd.DataFrame:
-    """One line per (experiment, scale): jobs, summed job time, first start to last finish."""
+    """One line per (experiment, scale): jobs, summed job and CPU time, the wall time while
+    its jobs ran, whether the cores were shared, first start to last finish."""
     lines = []
     for (experiment, scale), entry in found.items():
         summary, timings = entry["summary"], entry["summary"].get("timings")
@@ -63,13 +104,18 @@ def artifact_rows(found: dict[tuple[str, str], dict[str, Any]]) -> pd.DataFrame:
                 if timings and records.get("first_started") else GAP)
         lines.append({
             "experiment": experiment, "reports": ", ".join(entry["reports"]),
-            "scale": scale or GAP, "jobs": str(timings["jobs"]) if timings else GAP,
+            "scale": scale or GAP, "jobs": jobs_text(timings) if timings else GAP,
             "job time (sum)": duration_text(timings["job_seconds"]) if timings else GAP,
+            "CPU time (sum)": cpu_text(timings) if timings else GAP,
+            "wall time while jobs ran": busy_text(timings) if timings else GAP,
+            "cores": cores_text(timings) if timings else GAP,
             "first start → last finish": span,
             "gap": "" if timings else gap_reason(summary),
         })
     return pd.DataFrame(lines, columns=["experiment", "reports", "scale", "jobs",
-                                        "job time (sum)", "first start → last finish", "gap"])
+                                        "job time (sum)", "CPU time (sum)",
+                                        "wall time while jobs ran", "cores",
+                                        "first start → last finish", "gap"])
 
 
 def method_rows(found: dict[tuple[str, str], dict[str, Any]]) -> pd.DataFrame:
@@ -106,21 +152,39 @@ def reproduce_all_lines(found: dict[tuple[str, str], dict[str, Any]],
                         implemented: Iterable[str], scale: str = "cpu") -> list[str]:
     """The total of ``make reproduce-all SCALE=<scale>`` over the timed experiments, and the
     experiments it leaves out with the reason."""
-    timed, n_timed = 0.0, 0
+    timed, busy, n_timed, unknown_cores, shared, no_busy = 0.0, 0.0, 0, [], [], []
     untimed: dict[str, list[str]] = {}
     for experiment in dict.fromkeys(implemented):
         entry = found.get((experiment, scale))
         timings = entry["summary"].get("timings") if entry else None
         if timings:
             timed += timings["job_seconds"]
+            if timings.get("busy_seconds") is None:
+                busy += timings["job_seconds"]
+                no_busy.append(experiment)
+            else:
+                busy += timings["busy_seconds"]
             n_timed += 1
+            cores = cores_text(timings)
+            if cores != "quiet":
+                (unknown_cores if cores == NOT_RECORDED else shared).append(experiment)
         else:
             untimed.setdefault(_untimed_reason(found, experiment, scale), []).append(experiment)
     n_untimed = sum(len(names) for names in untimed.values())
     total = n_untimed + n_timed
     head = (f"Sum of the job times of the {n_timed} of {total} experiments with {scale}-scale "
-            f"records here: **{duration_text(timed)}** (one worker; `bench.reproduce` runs one "
-            "per-seed multirun per core, so the elapsed time is shorter).")
+            f"records here: **{duration_text(timed)}** (one worker). Sum of their wall times "
+            f"while jobs ran: **{duration_text(busy)}**: the wall time of `make reproduce-all` "
+            "if each ran as it did here (`bench.reproduce` runs its multiruns on every core).")
+    if no_busy:
+        head += (f" Summaries rendered before they kept it count their job time instead: "
+                 f"{', '.join(no_busy)}.")
+    if shared:
+        head += (f" Measured while other work shared the cores, so longer than on quiet "
+                 f"cores: {', '.join(shared)}.")
+    if unknown_cores:
+        head += (f" Records made before jobs recorded their CPU time and the load "
+                 f"({len(unknown_cores)} experiments) cannot say whether the cores were shared.")
     if not untimed:
         return [head, ""]
     head += (f" The other {n_untimed} are not timed, so the total of `make reproduce-all "
@@ -135,9 +199,12 @@ def timing_markdown(summaries: dict[str, dict[str, Any]], implemented: Iterable[
     return "\n".join([
         "# Timing", "",
         "Wall time of the jobs behind each report, from its records (each record's "
-        "`timings.total_s`, which includes training the networks the job was first to need), "
-        "read from the reports' `<artifact>.summary.json`. Generated by `python -m bench.report "
-        "--index`; a gap says why a time is not known.", "",
+        "`timings.total_s`, which includes training the networks the job was first to need; "
+        "records superseded by a rerun are counted apart), read from the reports' "
+        "`<artifact>.summary.json`. 'wall time while jobs ran' is the union of the jobs' "
+        "start-to-finish spans; 'cores' says whether the 1-minute load exceeded the cores "
+        "during a job. Generated by `python -m bench.report --index`; a gap says why a time "
+        "is not known.", "",
         "## Per artifact", "", markdown_table(artifact_rows(found)), "",
         "## Per method", "", markdown_table(method_rows(found)), "",
         "## make reproduce-all SCALE=cpu", "", *reproduce_all_lines(found, implemented),

@@ -1,0 +1,77 @@
+"""Job times in a report's summary: superseded records left out, the wall time while jobs
+ran, CPU time and the load the jobs saw; and how the timing page shows them."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.reporting.summary import busy_seconds, job_times, on_shared_cores, superseded_records
+from bench.reporting.timing_page import reproduce_all_lines, timing_markdown
+
+
+def record(seed, finished, cells, total=10.0, started=None, method="MAP", **extra):
+    return {"status": "ok", "seed": seed, "protocol": "paper", "method": method,
+            "cells": [{"row": row, "column": column, "value": 1.0} for row, column in cells],
+            "started_at": started or finished, "finished_at": finished,
+            "timings": {"total_s": total}, **extra}
+
+
+def test_a_rerun_of_every_cell_supersedes_the_earlier_record_of_that_seed():
+    old = record(6, "2026-01-01T10:00:00", [("MAP", "conf"), ("MAP", "auroc")], total=2200.0)
+    new = record(6, "2026-01-01T12:00:00", [("MAP", "conf"), ("MAP", "auroc")], total=340.0)
+    other_seed = record(12, "2026-01-01T09:00:00", [("MAP", "conf")])
+    partly = record(6, "2026-01-01T09:00:00", [("MAP", "conf"), ("MAP", "nll")])
+    assert superseded_records([new, old, other_seed, partly]) == [old]
+    times = job_times([new, old, other_seed, partly])
+    assert times["jobs"] == 3 and times["superseded_jobs"] == 1
+    assert times["job_seconds"] == pytest.approx(340.0 + 10.0 + 10.0)
+
+
+def test_busy_seconds_is_the_union_of_the_job_spans():
+    spans = [("2026-01-01T10:00:00+00:00", "2026-01-01T10:10:00+00:00"),
+             ("2026-01-01T10:05:00+00:00", "2026-01-01T10:20:00+00:00"),
+             ("2026-01-01T12:00:00+00:00", "2026-01-01T12:01:00+00:00"),
+             ("2026-01-01T10:06:00+00:00", "2026-01-01T10:07:00+00:00")]
+    records = [{"started_at": a, "finished_at": b} for a, b in spans]
+    assert busy_seconds(records) == pytest.approx(20 * 60 + 60)
+    assert busy_seconds([{"started_at": None}]) is None
+
+
+@pytest.mark.parametrize(("loads", "expected"), [
+    ({"at_start": {"cores": 2, "load_1m": 2.1}, "at_end": {"cores": 2, "load_1m": 1.9}}, False),
+    ({"at_start": {"cores": 2, "load_1m": 1.0}, "at_end": {"cores": 2, "load_1m": 4.3}}, True),
+    (None, None)])
+def test_shared_cores_means_a_load_above_the_cores(loads, expected):
+    assert on_shared_cores({"machine_load": loads} if loads else {}) is expected
+
+
+def summary(experiment, timings):
+    return {"experiment": experiment, "scale": "cpu", "timings": timings,
+            "records": {"first_started": "2026-01-01T10:00", "last_finished": "2026-01-01T11:00"}}
+
+
+def test_the_timing_page_sums_the_wall_time_while_jobs_ran_and_names_shared_cores():
+    quiet = record(0, "2026-01-01T10:30:00+00:00", [("r", "c")], total=1800.0,
+                   started="2026-01-01T10:00:00+00:00",
+                   machine_load={"at_end": {"cores": 2, "load_1m": 2.0}})
+    quiet["timings"]["cpu_s"] = 1790.0
+    busy = record(0, "2026-01-01T11:00:00+00:00", [("r", "c")], total=3600.0,
+                  started="2026-01-01T10:00:00+00:00",
+                  machine_load={"at_end": {"cores": 2, "load_1m": 5.0}})
+    summaries = {"a/x": summary("a/x", job_times([quiet])),
+                 "a/y": summary("a/y", job_times([busy])),
+                 "a/z": summary("a/z", {"jobs": 1, "jobs_untimed": 0, "job_seconds": 60.0,
+                                        "methods": []})}
+    text = "\n".join(reproduce_all_lines(summaries_found(summaries), ["a/x", "a/y", "a/z"]))
+    assert "Sum of their wall times while jobs ran: **1 h 31 min**" in text
+    assert "other work shared the cores, so longer than on quiet cores: a/y." in text
+    assert "count their job time instead: a/z" in text
+    page = timing_markdown(summaries, ["a/x", "a/y", "a/z"])
+    assert "| 30 min 00 s " in page and "| quiet " in page and "shared for 1 of 1 jobs" in page
+    assert "29 min 50 s" in page and "not recorded" in page
+
+
+def summaries_found(summaries):
+    from bench.reporting.timing_page import experiments
+
+    return experiments(summaries)
