@@ -1,5 +1,6 @@
-"""Jacobians ``d f(x_n) / d theta`` of a single-output network, one row per input, and the
-GGN built from such rows (:func:`jacobian_ggn`).
+"""Jacobians ``d f(x_n) / d theta`` of a network, one block per input: of a single-output
+network (:func:`output_jacobians`), of a classifier's logits (:func:`logit_jacobians`), and the
+GGN built from single-output rows (:func:`jacobian_ggn`).
 
 The rows are in the layout of the module's parameters (``named_parameters()`` order, each
 tensor flattened row-major), the layout of :func:`flat_parameters`. They are computed with
@@ -38,6 +39,28 @@ def output_jacobians(model: nn.Module, x: Tensor, batch_size: int | None = None)
         blocks.append(torch.cat([rows[name].reshape(len(chunk), -1) for name in params], dim=1))
     return torch.cat(blocks) if blocks else x.new_zeros((0, sum(v.numel() for v in
                                                                   params.values())))
+
+
+def logit_jacobians(model: nn.Module, params: dict[str, Tensor], buffers: dict[str, Tensor],
+                    x: Tensor) -> tuple[Tensor, Tensor]:
+    """``(J, f)``: the Jacobians ``[n, C, P]`` of ``model``'s ``C`` outputs at each input of
+    ``x`` with respect to ``params`` (name -> tensor, the layout of their concatenation), and the
+    outputs ``[n, C]``; ``buffers`` complete the module's state.
+
+    Each input goes through the network on its own (``vmap`` over the inputs of ``jacrev`` of
+    one input's outputs): ``n * C`` backward rows of one input each. laplace-torch 0.3 takes
+    ``jacrev`` of the whole batch's outputs instead, ``n * C`` rows of all ``n`` inputs, ``n``
+    times the work for the same numbers. One input at a time is the batch's value only where
+    inputs do not interact: a module in eval mode (BatchNorm on its running statistics).
+    """
+    def outputs(values: dict[str, Tensor], xi: Tensor) -> tuple[Tensor, Tensor]:
+        out = torch.func.functional_call(model, (values, buffers), (xi.unsqueeze(0),))
+        return out.squeeze(0), out.squeeze(0)
+
+    blocks, f = torch.func.vmap(torch.func.jacrev(outputs, has_aux=True),
+                                in_dims=(None, 0))(params, x)
+    jacobian = torch.cat([blocks[name].flatten(start_dim=2) for name in params], dim=2)
+    return jacobian, f
 
 
 def jacobian_ggn(jacobian: Tensor, weights: Tensor) -> Tensor:

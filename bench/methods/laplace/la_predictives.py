@@ -20,6 +20,7 @@ from torch import Tensor
 
 from bench.harness.errors import ConfigError
 from bench.harness.rng import make_generator
+from bench.methods.laplace.glm_jacobians import per_input_jacobians
 from bench.predictive.categorical import Categorical
 
 CLOSED_FORM_LINKS = ("probit", "bridge", "bridge_norm")
@@ -71,10 +72,13 @@ def laplace_predictive_rule(pred_type: str, link_approx: str) -> LaplacePredicti
 def laplace_predictive(la: Any, x: Tensor, pred_type: str, link_approx: str, n_samples: int,
                        seed: int, batch_size: int) -> Categorical:
     """The predictive class probabilities of a fitted laplace-torch object ``la`` at ``x``, in
-    chunks of ``batch_size`` (module docstring; ``seed`` seeds the sampled predictives)."""
+    chunks of ``batch_size`` (module docstring; ``seed`` seeds the sampled predictives). The GLM
+    predictives take their Jacobians one input at a time
+    (:func:`bench.methods.laplace.glm_jacobians.per_input_jacobians`)."""
     rule = laplace_predictive_rule(pred_type, link_approx)
     reference = next(la.model.parameters())
     device = reference.device
     chunks = x.to(device=device, dtype=reference.dtype).split(batch_size)
-    probs = rule(la, chunks, link_approx, n_samples, seed, device)
+    with per_input_jacobians(la):
+        probs = rule(la, chunks, link_approx, n_samples, seed, device)
     return Categorical(torch.cat(probs).detach())
