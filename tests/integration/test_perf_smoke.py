@@ -179,3 +179,18 @@ def test_network_grid_benchmark_reports_the_floor_under_a_batched_step(tmp_path)
                 .rstrip("x"))
     assert floor > 0 and cap == pytest.approx(single / floor, rel=0.02)
     assert "(the same optimisation)" in out.read_text()
+
+
+def test_glm_jacobian_benchmark_times_both_paths_to_the_same_jacobians(tmp_path):
+    """The quick run writes one row per network; both paths give the same Jacobians."""
+    from bench.benchmarks.glm_jacobians import NETWORKS, main
+
+    out = tmp_path / "glm-jacobians-perf.md"
+    main(["--quick", "--out", str(out)])
+    rows = [line for line in out.read_text().splitlines()
+            if line.startswith(tuple(f"| {label} |" for label, *_ in NETWORKS))]
+    assert len(rows) == len(NETWORKS)
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert float(cells[3]) > 0 and float(cells[4]) > 0
+        assert float(cells[6].split()[0]) < 1e-5
