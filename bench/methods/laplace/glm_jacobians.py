@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from laplace.curvature.curvature import CurvatureInterface
 from torch import Tensor
 
 from bench.curvature.jacobians import logit_jacobians
@@ -27,6 +26,8 @@ BATCH_JACOBIAN_NAMES = ("jacobians", "functorch_jacobians")
 
 def batch_jacobian_names(backend: Any) -> list[str]:
     """The Jacobian methods of ``backend`` that are laplace-torch's whole-batch ``jacrev``."""
+    from laplace.curvature.curvature import CurvatureInterface  # imported where used
+
     return [name for name in BATCH_JACOBIAN_NAMES
             if getattr(type(backend), name, None) is CurvatureInterface.jacobians]
 
