@@ -55,15 +55,15 @@ def git_state(repo: Path | None = None) -> dict[str, object]:
     return {"git_sha": sha or "unknown", "git_dirty": bool(status) if status is not None else None}
 
 
-def machine_load() -> dict[str, float | int]:
+def machine_load() -> dict[str, float | int | None]:
     """What shares the cores a job's times were measured on: the cores this process may use,
-    its torch threads and the 1-minute load average (runnable processes; ``nan`` where the
-    platform has none). A load above the cores means jobs waited for a core, so their wall
-    times overstate what the work costs on quiet cores; their ``cpu_s`` does not."""
+    its torch threads and the 1-minute load average (runnable processes; None where the
+    platform has none, so the timing page says "not recorded" rather than "quiet"). A load
+    above the cores means jobs waited for a core, so their wall times overstate what the work
+    costs on quiet cores; their ``cpu_s`` does not."""
     try:
-        load = os.getloadavg()[0]
-    except OSError:
-        load = float("nan")
+        load = round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        load = None
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"cores": int(cores or 1), "torch_threads": torch.get_num_threads(),
-            "load_1m": round(load, 2)}
+    return {"cores": int(cores or 1), "torch_threads": torch.get_num_threads(), "load_1m": load}

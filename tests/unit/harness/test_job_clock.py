@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from bench.harness.provenance import machine_load
+from bench.reporting.summary import on_shared_cores
 from tests.helpers import compose_config
 
 SLEEPY = ["experiment=ssla/table-7", "scale=smoke", "task._target_=tests.helpers.sleepy_task",
@@ -29,3 +30,14 @@ def test_machine_load_reads_the_load_average_and_the_cores_this_process_may_use(
     load = machine_load()
     assert load["cores"] == len(os.sched_getaffinity(0))
     assert abs(load["load_1m"] - os.getloadavg()[0]) < 2.0
+
+
+def test_a_platform_without_a_load_average_records_none_and_no_verdict_on_the_cores(
+        monkeypatch):
+    def no_load():
+        raise OSError("no load average")
+
+    monkeypatch.setattr(os, "getloadavg", no_load)
+    load = machine_load()
+    assert load["load_1m"] is None
+    assert on_shared_cores({"machine_load": {"at_start": load, "at_end": load}}) is None
