@@ -66,7 +66,7 @@ def bench_network(name: str, shape: tuple[int, ...], options: dict, n: int,
             "parameters": int(expected.shape[-1])}
 
 
-def render(argv: list[str], cfg: dict, info: dict, results: dict[str, dict]) -> str:
+def render(argv: list[str], info: dict, results: dict[str, dict]) -> str:
     """The Markdown report."""
     lines = [
         "# GLM predictive Jacobians: laplace-torch's whole batch vs one input at a time", "",
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     for label, name, shape, options, size in NETWORKS:
         result = bench_network(name, shape, options, cfg[size], cfg["repeats"])
         results[label] = {**result, "inputs": cfg[size]}
-    publish(render(sys.argv[1:] if argv is None else argv, cfg, info, results), args.out)
+    publish(render(sys.argv[1:] if argv is None else argv, info, results), args.out)
 
 
 if __name__ == "__main__":
