@@ -165,9 +165,10 @@ def reproduce_all_lines(found: dict[tuple[str, str], dict[str, Any]],
             else:
                 busy += timings["busy_seconds"]
             n_timed += 1
-            cores = cores_text(timings)
-            if cores != "quiet":
-                (unknown_cores if cores == NOT_RECORDED else shared).append(experiment)
+            if timings.get("jobs_on_shared_cores"):
+                shared.append(experiment)
+            elif timings.get("jobs_without_load", timings["jobs"]):
+                unknown_cores.append(experiment)
         else:
             untimed.setdefault(_untimed_reason(found, experiment, scale), []).append(experiment)
     n_untimed = sum(len(names) for names in untimed.values())

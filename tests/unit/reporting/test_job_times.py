@@ -75,3 +75,15 @@ def summaries_found(summaries):
     from bench.reporting.timing_page import experiments
 
     return experiments(summaries)
+
+
+def test_a_quiet_experiment_with_some_older_records_is_not_called_shared():
+    quiet = record(0, "2026-01-01T10:30:00+00:00", [("r", "c")],
+                   started="2026-01-01T10:00:00+00:00",
+                   machine_load={"at_end": {"cores": 2, "load_1m": 2.0}})
+    older = record(1, "2026-01-01T10:30:00+00:00", [("r", "c")],
+                   started="2026-01-01T10:00:00+00:00")
+    summaries = {"a/x": summary("a/x", job_times([quiet, older]))}
+    text = "\n".join(reproduce_all_lines(summaries_found(summaries), ["a/x"]))
+    assert "shared the cores" not in text
+    assert "(1 experiments) cannot say whether the cores were shared" in text
