@@ -128,7 +128,7 @@ reproduce-ssla-table-2 reproduce-ssla-figure-2 reproduce-table-2 reproduce-figur
 	$(if $(filter paper,$(SCALE)),tune-heteroscedastic)
 
 .PHONY: bench-perf
-bench-perf: $(INSTALLED)  ## Speed benchmarks (side-by-side ratios) -> reports/perf.md, reports/generalized_laplace/perf.md, reports/ggn_thesis/perf.md, reports/ggn_thesis/ngvi-perf.md, reports/ssla/perf_training.md, reports/ssla/refit-perf.md, reports/ssla/hmc-perf.md, reports/laplace_redux/la-prediction-perf.md, reports/laplace_redux/ensemble-perf.md, reports/laplace_redux/glm-jacobians-perf.md, reports/start-up.md
+bench-perf: $(INSTALLED)  ## Speed benchmarks (side-by-side ratios) -> reports/perf.md, reports/generalized_laplace/perf.md, reports/ggn_thesis/perf.md, reports/ggn_thesis/ngvi-perf.md, reports/ssla/perf_training.md, reports/ssla/refit-perf.md, reports/ssla/hmc-perf.md, reports/laplace_redux/la-prediction-perf.md, reports/laplace_redux/ensemble-perf.md, reports/laplace_redux/glm-jacobians-perf.md, reports/laplace_redux/subnormal-perf.md, reports/start-up.md
 	$(PY) -m bench.perf --out reports/perf.md
 	$(PY) -m bench.benchmarks.tempered_laplace --out reports/generalized_laplace/perf.md
 	$(PY) -m bench.benchmarks.network_grid_speed --out reports/ggn_thesis/perf.md
@@ -139,6 +139,7 @@ bench-perf: $(INSTALLED)  ## Speed benchmarks (side-by-side ratios) -> reports/p
 	$(PY) -m bench.benchmarks.la_prediction --out reports/laplace_redux/la-prediction-perf.md
 	$(PY) -m bench.benchmarks.ensemble_training_speed --out reports/laplace_redux/ensemble-perf.md
 	$(PY) -m bench.benchmarks.glm_jacobians --out reports/laplace_redux/glm-jacobians-perf.md
+	$(PY) -m bench.benchmarks.subnormal_training --out reports/laplace_redux/subnormal-perf.md
 	$(PY) -m bench.benchmarks.start_up --out reports/start-up.md
 
 .PHONY: bench-perf-subnet

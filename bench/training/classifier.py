@@ -28,6 +28,7 @@ from torch import Tensor, nn
 
 from bench.harness.errors import ConfigError, require_choice
 from bench.training.loop import LoopState, TrainingConfig, fit_parameters
+from bench.training.subnormal_weights import zero_subnormal_weights
 
 STAGE_OPTIMIZERS = ("adam", "adamw", "sgd")
 STAGE_SCHEDULES = ("none", "cosine")
@@ -201,7 +202,9 @@ class _StageRun:
         self.started = time.perf_counter()
 
     def batch_loss(self, rows: Tensor) -> Tensor:
-        """The stage's objective on the minibatch ``rows``."""
+        """The stage's objective on the minibatch ``rows`` (after the last step's subnormal
+        weights are set to zero, :mod:`bench.training.subnormal_weights`)."""
+        zero_subnormal_weights(self.parameters)
         x = self.images[rows].to(self.device, non_blocking=True)
         y = self.labels[rows].to(self.device, non_blocking=True)
         if self.augment is not None:
@@ -213,7 +216,9 @@ class _StageRun:
         return loss
 
     def epoch_end(self, state: LoopState) -> None:
-        """Append the epoch's history entry, then report the state for checkpointing."""
+        """Append the epoch's history entry, then report the state for checkpointing (its
+        subnormal weights set to zero first)."""
+        zero_subnormal_weights(self.parameters)
         self.history.append({"stage": self.index, "epoch": state.epochs_done - 1,
                              "objective": float(self.objective_sum) / max(self.batches, 1),
                              "lr": self.lr, "seconds": time.perf_counter() - self.started})

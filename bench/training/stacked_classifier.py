@@ -29,6 +29,7 @@ from bench.harness.rng import make_generator
 from bench.training.classifier import ClassifierCheckpoint, TrainingStage
 from bench.training.loop import LoopState, fit_parameters
 from bench.training.stacked_networks import StackedNetworks
+from bench.training.subnormal_weights import zero_subnormal_weights
 
 MemberAugment = Callable[[Tensor, torch.Generator], Tensor]
 # Optimizer state entries shared by all members (the others are per parameter element).
@@ -88,7 +89,9 @@ class _StackedStageRun:
         return [torch.stack(chunks) for chunks in zip(*orders, strict=True)]
 
     def batch_loss(self, rows: Tensor) -> Tensor:
-        """The sum over members of each member's objective on its minibatch ``rows[k]``."""
+        """The sum over members of each member's objective on its minibatch ``rows[k]`` (after
+        the last step's subnormal weights are set to zero, as one member's training does)."""
+        zero_subnormal_weights(self.stacked.parameters)
         x = self.images[rows].to(self.device, non_blocking=True)
         y = self.labels[rows].to(self.device, non_blocking=True)
         if self.augment is not None:
@@ -105,7 +108,9 @@ class _StackedStageRun:
         return losses.sum()
 
     def epoch_end(self, state: LoopState) -> None:
-        """Append each member's history entry, then report the state for checkpointing."""
+        """Append each member's history entry, then report the state for checkpointing (its
+        subnormal weights set to zero first)."""
+        zero_subnormal_weights(self.stacked.parameters)
         seconds = (time.perf_counter() - self.started) / self.stacked.members
         objectives = [float(total) / max(self.batches, 1) for total in self.objective_sum]
         for history, objective in zip(self.histories, objectives, strict=True):

@@ -194,3 +194,20 @@ def test_glm_jacobian_benchmark_times_both_paths_to_the_same_jacobians(tmp_path)
         cells = [cell.strip() for cell in row.strip("|").split("|")]
         assert float(cells[3]) > 0 and float(cells[4]) > 0
         assert float(cells[6].split()[0]) < 1e-5
+
+
+def test_subnormal_training_benchmark_times_both_networks_to_the_same_loss(tmp_path):
+    """The quick run writes one row per share of subnormal weights; zeroing them leaves the
+    minibatch loss as it was."""
+    from bench.benchmarks.subnormal_training import SUBNORMAL_SHARES, main
+
+    out = tmp_path / "subnormal-perf.md"
+    main(["--quick", "--out", str(out)])
+    rows = [line for line in out.read_text().splitlines()
+            if line.startswith(tuple(f"| {label} |" for label, _ in SUBNORMAL_SHARES))]
+    assert len(rows) == len(SUBNORMAL_SHARES)
+    for row, (_, count) in zip(rows, SUBNORMAL_SHARES, strict=True):
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert int(cells[1].replace(",", "")) == count
+        assert float(cells[2]) > 0 and float(cells[3]) > 0
+        assert float(cells[5]) < 1e-6
