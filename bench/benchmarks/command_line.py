@@ -34,3 +34,15 @@ def chosen_sizes(args: argparse.Namespace, quick: Mapping[str, Any], full: Mappi
         if getattr(args, size) is not None:
             chosen[size] = getattr(args, size)
     return chosen
+
+
+def parsed_sizes(description: str, sizes: Mapping[str, str], quick: Mapping[str, Any],
+                 full: Mapping[str, Any], argv: list[str] | None
+                 ) -> tuple[argparse.Namespace, dict[str, Any]]:
+    """``argv`` parsed by :func:`sized_parser`, torch's CPU threads set to ``--threads``, and
+    the sizes :func:`chosen_sizes` picks."""
+    import torch
+
+    args = sized_parser(description, sizes).parse_args(argv)
+    torch.set_num_threads(args.threads)
+    return args, chosen_sizes(args, quick, full, sizes)

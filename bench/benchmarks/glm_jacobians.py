@@ -22,7 +22,7 @@ import sys
 
 import torch
 
-from bench.benchmarks.command_line import chosen_sizes, sized_parser
+from bench.benchmarks.command_line import parsed_sizes
 from bench.benchmarks.network_ssla import machine, publish
 from bench.curvature.jacobians import logit_jacobians
 from bench.harness.timing import timed
@@ -95,9 +95,7 @@ def render(argv: list[str], info: dict, results: dict[str, dict]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the measurement and write the report."""
-    args = sized_parser(__doc__.split("\n")[0], SIZES).parse_args(argv)
-    cfg = chosen_sizes(args, QUICK, FULL, SIZES)
-    torch.set_num_threads(args.threads)
+    args, cfg = parsed_sizes(__doc__.split("\n")[0], SIZES, QUICK, FULL, argv)
     info = machine()
     results = {}
     for label, name, shape, options, size in NETWORKS:

@@ -20,7 +20,7 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from bench.benchmarks.command_line import chosen_sizes, sized_parser
+from bench.benchmarks.command_line import parsed_sizes
 from bench.benchmarks.network_ssla import machine, publish
 from bench.harness.timing import timed
 from bench.models.classifiers import build_classifier
@@ -107,9 +107,7 @@ def render(argv: list[str], info: dict, cfg: dict, results: dict[str, dict]) -> 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the measurement and write the report."""
-    args = sized_parser(__doc__.split("\n")[0], SIZES).parse_args(argv)
-    cfg = chosen_sizes(args, QUICK, FULL, SIZES)
-    torch.set_num_threads(args.threads)
+    args, cfg = parsed_sizes(__doc__.split("\n")[0], SIZES, QUICK, FULL, argv)
     info = machine()
     results = {label: {**bench_share(count, cfg["batch"], cfg["steps"], cfg["repeats"]),
                        "count": count}
