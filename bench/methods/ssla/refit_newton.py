@@ -10,14 +10,17 @@ of the training data D plus ``(x_r, y_r)``: a minimum of
 once, each from its own start: a damped Newton direction ``(H + lambda_r P_r) d = -g`` from
 preconditioned conjugate gradients on exact Hessian-vector products (truncated at a forcing
 tolerance or at negative curvature), then an Armijo backtracking line search on the exact
-``Phi_r``. The damping ``lambda_r`` (Levenberg-Marquardt style, in units of the metric
-``P_r``) starts at 0, grows when a step needed backtracking or met negative curvature and
-shrinks when the full step was taken, so steps are Newton steps near the minimum (quadratic
-convergence) and cautious far from it. The data change by one point, so
-the preconditioner is shared: the dense GGN precision ``P`` of D, factorised once, plus the new
-point's rank-one GGN term ``u_r u_r^T`` through Sherman-Morrison (:class:`RankOnePreconditioner`,
-O(q^2) per right-hand side). On a model linear in theta that preconditioner is the exact
-Hessian, so the first step lands on the MAP: exact in one step.
+``Phi_r`` (which accepts a change within the rounding of ``Phi_r`` itself: next to the
+minimum the decrease a Newton step promises, ``|g|^2 / lambda``, falls below what the sum over
+D can resolve, and a strict test would reject the step that finishes the refit). The
+damping ``lambda_r`` (Levenberg-Marquardt style, in units of the metric ``P_r``) starts at 0,
+grows when a step needed backtracking or met negative curvature and shrinks when the full step
+was taken, so steps are Newton steps near the minimum (quadratic convergence) and cautious far
+from it. The data change by one point, so the preconditioner is shared: the dense GGN
+precision ``P`` of D, factorised once, plus the new point's rank-one GGN term ``u_r u_r^T``
+through Sherman-Morrison (:class:`RankOnePreconditioner`, O(q^2) per right-hand side). On a
+model linear in theta that preconditioner is the exact Hessian, so the first step lands on the
+MAP: exact in one step.
 
 A refit has converged when the Euclidean norm of its gradient is at most ``grad_tol``; it stops
 unconverged after ``max_steps`` steps or when the line search finds no decrease. Networks are
@@ -52,7 +55,9 @@ class NewtonSettings:
     ``max_steps``: Newton steps at most; ``cg_iterations``: conjugate-gradient iterations per
     step at most; ``armijo``: sufficient-decrease constant; ``max_halvings``: step halvings
     before the line search gives up; the damping is multiplied by ``damping_up`` (from at
-    least ``damping_floor``) after a troubled step and divided by it after a full step.
+    least ``damping_floor``) after a troubled step and divided by it after a full step;
+    ``rounding_ulps``: the line search counts a change of ``Phi_r`` within this many units of
+    its last place as no change (the value's own rounding, summed over the data).
     """
 
     grad_tol: float = 1e-6
@@ -62,6 +67,7 @@ class NewtonSettings:
     max_halvings: int = 40
     damping_up: float = 4.0
     damping_floor: float = 1e-3
+    rounding_ulps: float = 64.0
 
 
 @dataclass
@@ -340,8 +346,11 @@ def _backtrack(problem: LogJointProblem, thetas: Tensor, rows: Tensor, values: T
                gradient: Tensor, direction: Tensor,
                settings: NewtonSettings) -> tuple[Tensor, Tensor, Tensor]:
     """Armijo backtracking from the full step, halving per refit; which refits moved, which
-    took the full step, and where they are now."""
+    took the full step, and where they are now. A trial value above the current one by less
+    than ``settings.rounding_ulps`` units of its last place passes the sufficient-decrease
+    test: the decrease the step promises is then below what the value can resolve."""
     slope = (gradient * direction).sum(-1)
+    rounding = settings.rounding_ulps * torch.finfo(values.dtype).eps * values.abs()
     alpha = torch.ones_like(values)
     pending = slope < 0
     moved = torch.zeros_like(pending)
@@ -354,7 +363,8 @@ def _backtrack(problem: LogJointProblem, thetas: Tensor, rows: Tensor, values: T
             candidate = thetas[index] + alpha[index, None] * direction[index]
             trial = problem.values(candidate, rows[index])
             ok = torch.isfinite(trial) & (
-                trial <= values[index] + settings.armijo * alpha[index] * slope[index])
+                trial <= values[index] + settings.armijo * alpha[index] * slope[index]
+                + rounding[index])
             new[index[ok]] = candidate[ok]
             moved[index[ok]] = True
             pending[index[ok]] = False

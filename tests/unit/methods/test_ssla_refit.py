@@ -14,7 +14,9 @@ from bench.methods.ssla.refit_gauss_newton import GaussNewtonRefit
 from bench.methods.ssla.refit_newton import (
     LogJointProblem,
     NewtonRefit,
+    NewtonSettings,
     RankOnePreconditioner,
+    damped_newton,
     gradient_norm,
     lbfgs_refit,
 )
@@ -54,6 +56,34 @@ def test_rank_one_preconditioner_is_the_inverse_of_the_updated_precision():
                                    rtol=1e-10, atol=1e-12)
         torch.testing.assert_close(preconditioner.multiply(residual, rows)[k],
                                    updated @ residual[k], rtol=1e-12, atol=1e-12)
+
+
+class _RoundedQuadratic:
+    """``Phi(theta) = C + |theta|^2 / 2`` whose evaluation rounds up by 2 units of the last place
+    at the minimum, as a sum over D can: next to it the value cannot show the decrease a
+    Newton step promises (``|g|^2 / 2`` is far below ``C``'s last place)."""
+
+    offset = 1e3
+
+    def values(self, thetas, rows):
+        value = self.offset + 0.5 * thetas.pow(2).sum(-1)
+        at_minimum = thetas.abs().amax(-1) == 0
+        return torch.where(at_minimum, value * (1 + 2 * torch.finfo(value.dtype).eps), value)
+
+    def chunk_size(self) -> int:
+        return 8
+
+
+def test_a_newton_step_whose_decrease_is_below_the_values_rounding_is_taken():
+    """Found on an AVX-512 Xeon: a refit of the tanh network below stalled at |g| = 1.7e-8 for
+    90 steps (the Armijo test rejected the exact Newton step, whose promised decrease 8e-17
+    was below the log joint's rounding 3e-15). The step to the minimum is taken at once."""
+    start = torch.tensor([[1e-9, -2e-9]], dtype=torch.float64)
+    preconditioner = RankOnePreconditioner(Dense(torch.eye(2, dtype=torch.float64)))
+    outcome = damped_newton(_RoundedQuadratic(), start, preconditioner,
+                            NewtonSettings(grad_tol=1e-14, max_steps=5))
+    assert bool(outcome.converged[0]) and int(outcome.steps[0]) == 1
+    assert float(outcome.thetas.abs().max()) == 0.0
 
 
 @pytest.fixture(scope="module")
