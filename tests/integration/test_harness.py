@@ -17,6 +17,19 @@ from bench.harness.overrides import CONF_DIR, group_options
 from bench.harness.records import iter_records
 from tests.helpers import REPO, compose_config
 
+
+@pytest.fixture(autouse=True)
+def children_take_sigint():
+    """Commands these tests start inherit an ignored SIGINT where the tests themselves run
+    with it ignored (a shell starts background jobs so: ``make test &``), and Python then
+    never raises KeyboardInterrupt; give the test process Python's handler meanwhile, which
+    its children start from as the default."""
+    before = signal.getsignal(signal.SIGINT)
+    if before is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
 EXPERIMENTS = group_options()["experiment"]
 
 
