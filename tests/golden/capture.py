@@ -8,6 +8,14 @@ metrics and a fingerprint of their figure arrays to
 tolerance of ``RELATIVE_TOLERANCE`` (``assert_matches_golden``), so code that moves cannot
 change a number unnoticed, while the last-digit differences that the same float program shows
 on another CPU (other vector units sum in another order) pass.
+
+Jobs whose training amplifies those last digits past the tolerance hold a second entry per
+machine arithmetic (:mod:`tests.golden.arithmetic`):
+``python -m tests.golden.capture --arithmetic <experiment>...`` runs the jobs on this machine
+and stores, under ``tests/golden/<scale>/arithmetic/<name>/``, only the entries that differ
+from the reference goldens; the regression test compares each job with the entry of its
+machine's arithmetic where there is one. Capturing the reference goldens of an experiment
+again removes its per-arithmetic entries (they belonged to the code before).
 """
 
 from __future__ import annotations
@@ -24,12 +32,16 @@ from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
+from tests.golden.arithmetic import arithmetic_name
+
 GOLDEN_DIR = Path(__file__).resolve().parent
+# Per machine arithmetic entries: tests/golden/<scale>/<ARITHMETIC_DIR>/<arithmetic name>/.
+ARITHMETIC_DIR = "arithmetic"
 # Two CPUs running the same float program agree to ~1e-13 relative, and to ~1e-5 after a
 # thousand steps of stochastic training (VI) amplify it; a real change moves numbers by more.
+# Trainings that amplify it further hold entries per machine arithmetic (module docstring).
 RELATIVE_TOLERANCE = 1e-4
 ABSOLUTE_TOLERANCE = 1e-10
-# Experiments cheap enough at cpu scale to keep cpu-scale goldens of.
 # Experiments that read data files: their goldens hold the data root's origins
 # (``DATA_ORIGINS_KEY``) and are checked only on a root of the same origins (the shared files
 # linked, or the same generated ones). The others generate their data from the seed.
@@ -38,10 +50,10 @@ READS_DATA_FILES = ("ssla/table-3", "ssla/table-4", "generalized_laplace/figure-
 READS_DATA_PREFIXES = ("laplace_redux/",)
 DATA_ORIGINS_KEY = "_data_origins"
 # Cells that hold seconds (Laplace Redux Table 2's prediction time, Figure 8's fit and
-# prediction times): their presence is golden,
-# their value is the machine's.
+# prediction times): their presence is golden, their value is the machine's.
 TIMING_COLUMNS = ("pred_time", "fit_s", "predict_s")
 TIMED = "timed"
+# Experiments cheap enough at cpu scale to keep cpu-scale goldens of.
 CHEAP_AT_CPU = ("ssla/blr", "ssla/table-1", "ssla/table-5", "ssla/table-6", "ssla/table-7",
                 "ssla/table-8", "ssla/figure-1", "ssla/figure-3")
 
@@ -182,15 +194,60 @@ def capture(experiment: str, scale: str) -> dict:
     return entries
 
 
-def golden_path(experiment: str, scale: str) -> Path:
-    """Where the goldens of one experiment at one scale live."""
-    return GOLDEN_DIR / scale / (experiment.replace("/", "__") + ".json")
+def golden_path(experiment: str, scale: str, arithmetic: str | None = None) -> Path:
+    """Where the goldens of one experiment at one scale live: the reference ones, or with
+    ``arithmetic`` the entries of that machine arithmetic."""
+    folder = GOLDEN_DIR / scale
+    if arithmetic is not None:
+        folder = folder / ARITHMETIC_DIR / arithmetic
+    return folder / (experiment.replace("/", "__") + ".json")
+
+
+def entry_mismatches(got: dict, expected: dict) -> list[str]:
+    """Where a job's golden entry differs from a stored one (status, cells, metrics, arrays)."""
+    return [m for part in ("status", "cells", "metrics", "arrays")
+            for m in mismatches(got[part], expected[part], part)]
+
+
+def differing_entries(entries: dict, reference: dict) -> dict:
+    """The entries (and the data origins, where held) that are not in ``reference`` or differ
+    from it beyond the golden tolerance."""
+    differ = {key: entry for key, entry in entries.items()
+              if key != DATA_ORIGINS_KEY
+              and (key not in reference or entry_mismatches(entry, reference[key]))}
+    if differ and DATA_ORIGINS_KEY in entries:
+        differ[DATA_ORIGINS_KEY] = entries[DATA_ORIGINS_KEY]
+    return differ
+
+
+def store_entries(experiment: str, scale: str, entries: dict, arithmetic: bool) -> Path:
+    """Write ``entries`` as the reference goldens of ``experiment`` (removing every
+    per-arithmetic file of it), or with ``arithmetic`` as this machine arithmetic's entries
+    (only those differing from the reference; no file when none does)."""
+    reference_path = golden_path(experiment, scale)
+    if arithmetic:
+        path = golden_path(experiment, scale, arithmetic_name())
+        reference = json.loads(reference_path.read_text()) if reference_path.exists() else {}
+        entries = differing_entries(entries, reference)
+        if not entries:
+            path.unlink(missing_ok=True)
+            return path
+    else:
+        path = reference_path
+        for stale in (GOLDEN_DIR / scale / ARITHMETIC_DIR).glob(f"*/{reference_path.name}"):
+            stale.unlink()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n")
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--scale", default="smoke")
+    parser.add_argument("--arithmetic", action="store_true",
+                        help="store this machine arithmetic's entries (where they differ from "
+                             "the reference goldens) instead of the reference goldens")
     parser.add_argument("experiments", nargs="*")
     args = parser.parse_args(argv)
     chosen = args.experiments or (list(CHEAP_AT_CPU) if args.scale == "cpu" else experiments())
@@ -202,9 +259,9 @@ def main(argv: list[str] | None = None) -> int:
         entries = capture(experiment, args.scale)
         if reads_data_files(experiment):
             entries[DATA_ORIGINS_KEY] = comparable_origins(root.origins)
-        path = golden_path(experiment, args.scale)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n")
+        path = store_entries(experiment, args.scale, entries, args.arithmetic)
+        print(f"  -> {path if path.exists() else 'no entry differs from the reference'}",
+              flush=True)
     return 0
 
 

@@ -5,9 +5,12 @@ figure arrays of every job at ``smoke`` scale (and at ``cpu`` scale for the chea
 captured before the code moved (``python -m tests.golden.capture``). Re-running each job must
 give the same numbers to a relative 1e-4 (another CPU sums in another order and differs in the
 last digits, which a thousand stochastic training steps amplify to ~1e-5; a code change moves
-numbers by more), and a complete record. UCI jobs need the shared data files
-the goldens were captured from; they are skipped on generated data. These goldens are also
-the smoke-scale end-to-end test of every experiment (complete record, written to disk).
+numbers by more), and a complete record. Jobs whose training amplifies those digits further
+compare with their entry for this machine's arithmetic where one is stored
+(``tests/golden/<scale>/arithmetic/<name>/``, :mod:`tests.golden.arithmetic`). UCI jobs
+need the shared data files the goldens were captured from; they are skipped on generated
+data. These goldens are also the smoke-scale end-to-end test of every experiment (complete
+record, written to disk).
 
 Every job writes its record to a results directory of its own, while the trained networks and
 method states are one store for the whole test run (as at capture, where all jobs shared one
@@ -22,27 +25,43 @@ import pytest
 
 from bench.harness.records import REQUIRED_FIELDS
 from bench.reporting.registry import results_experiment
+from tests.golden.arithmetic import arithmetic_name
 from tests.golden.capture import (
     DATA_ORIGINS_KEY,
     GOLDEN_DIR,
     comparable_origins,
+    entry_mismatches,
     golden_data_root,
-    mismatches,
+    golden_path,
     reads_data_files,
     run_job,
 )
 from tests.helpers import link_trained_store, session_store_root
 
+GOLDEN_SOURCE_KEY = "_golden"
+
+
+def _stored_entries(path) -> dict:
+    """A golden file's entries, each holding the file's data origins (``None``: none stored)
+    and which golden it is (``GOLDEN_SOURCE_KEY``: the file's path under tests/golden)."""
+    if not path.exists():
+        return {}
+    stored = json.loads(path.read_text())
+    origins = stored.pop(DATA_ORIGINS_KEY, None)
+    source = str(path.relative_to(GOLDEN_DIR))
+    return {key: {**entry, DATA_ORIGINS_KEY: origins, GOLDEN_SOURCE_KEY: source}
+            for key, entry in stored.items()}
+
 
 def golden_jobs(scale: str) -> list[tuple[str, str, dict]]:
-    """(experiment, job key, stored entry) for every golden job of ``scale``."""
+    """(experiment, job key, stored entry) for every golden job of ``scale``: this machine
+    arithmetic's entry where one is stored, else the reference one."""
     jobs = []
     for path in sorted((GOLDEN_DIR / scale).glob("*.json")):
         experiment = path.stem.replace("__", "/")
-        stored = json.loads(path.read_text())
-        origins = stored.pop(DATA_ORIGINS_KEY, None)
-        for key, entry in stored.items():
-            jobs.append((experiment, key, {**entry, DATA_ORIGINS_KEY: origins}))
+        stored = _stored_entries(path)
+        stored.update(_stored_entries(golden_path(experiment, scale, arithmetic_name())))
+        jobs.extend((experiment, key, entry) for key, entry in stored.items())
     return jobs
 
 
@@ -83,9 +102,9 @@ def _check(experiment: str, key: str, expected: dict, tmp_path, monkeypatch,
     folder = tmp_path / record["experiment"] / record["scale"] / record["config_hash"]
     stored = folder / "record.json"
     assert json.loads(stored.read_text())["cells"] == record["cells"]
-    problems = [m for part in ("cells", "metrics", "arrays")
-                for m in mismatches(got[part], expected[part], part)]
-    assert not problems, problems
+    problems = entry_mismatches(got, expected)
+    assert not problems, (f"{problems} (golden {expected[GOLDEN_SOURCE_KEY]}; this machine's "
+                          f"arithmetic is {arithmetic_name()})")
 
 
 @pytest.mark.parametrize(("experiment", "key", "expected"), golden_jobs("smoke"),

@@ -1,10 +1,20 @@
-"""The golden comparison: tolerant to last-digit float noise, strict about real changes."""
+"""The golden comparison: tolerant to last-digit float noise, strict about real changes; the
+entries kept per machine arithmetic."""
 
 from __future__ import annotations
 
+import json
 import math
 
-from tests.golden.capture import arrays_fingerprint, mismatches
+from tests.golden import capture
+from tests.golden.arithmetic import arithmetic_name
+from tests.golden.capture import (
+    DATA_ORIGINS_KEY,
+    arrays_fingerprint,
+    differing_entries,
+    entry_mismatches,
+    mismatches,
+)
 
 
 def test_fingerprint_summarises_each_numeric_list_by_its_path():
@@ -43,3 +53,53 @@ def test_values_near_zero_use_the_absolute_tolerance():
     assert mismatches(1e-17, -3e-17) == []
     assert mismatches(1e-6, 0.0) != []
     assert not math.isclose(1e-17, -3e-17, rel_tol=1e-7)
+
+
+def _entry(value: float, status: str = "ok") -> dict:
+    return {"status": status, "cells": [["row", "col", value]], "metrics": {}, "arrays": {}}
+
+
+def test_only_entries_that_differ_from_the_reference_are_kept_per_arithmetic():
+    reference = {"a": _entry(1.0), "b": _entry(2.0)}
+    entries = {"a": _entry(1.0 + 1e-9), "b": _entry(2.1), "c": _entry(3.0),
+               DATA_ORIGINS_KEY: {"uci/boston": "linked"}}
+
+    assert differing_entries(entries, reference) == {
+        "b": _entry(2.1), "c": _entry(3.0), DATA_ORIGINS_KEY: {"uci/boston": "linked"}}
+    assert differing_entries({"a": _entry(1.0), DATA_ORIGINS_KEY: {}}, reference) == {}
+    assert entry_mismatches(_entry(1.0, "failed"), _entry(1.0)) == ["status: 'failed' != 'ok'"]
+
+
+def test_per_arithmetic_entries_are_stored_beside_the_reference_and_dropped_with_it(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(capture, "GOLDEN_DIR", tmp_path)
+    capture.store_entries("paper/table", "smoke", {"a": _entry(1.0), "b": _entry(2.0)},
+                          arithmetic=False)
+    mine = capture.store_entries("paper/table", "smoke", {"a": _entry(1.0), "b": _entry(2.5)},
+                                 arithmetic=True)
+
+    assert mine == tmp_path / "smoke" / "arithmetic" / arithmetic_name() / "paper__table.json"
+    assert json.loads(mine.read_text()) == {"b": _entry(2.5)}
+    assert capture.store_entries("paper/table", "smoke", {"a": _entry(1.0), "b": _entry(2.0)},
+                                 arithmetic=True) == mine
+    assert not mine.exists()
+
+    capture.store_entries("paper/table", "smoke", {"b": _entry(2.5)}, arithmetic=True)
+    capture.store_entries("paper/table", "smoke", {"a": _entry(1.5), "b": _entry(2.0)},
+                          arithmetic=False)
+    assert not mine.exists()
+    assert json.loads((tmp_path / "smoke" / "paper__table.json").read_text())["a"] == _entry(1.5)
+
+
+def test_the_arithmetic_name_is_the_same_in_every_call_and_thread_count():
+    import torch
+
+    first = arithmetic_name()
+    arithmetic_name.cache_clear()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert arithmetic_name() == first
+    finally:
+        torch.set_num_threads(threads)
+    assert first.startswith("cpu-") and len(first) == 14
