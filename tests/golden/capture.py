@@ -32,8 +32,6 @@ from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from tests.golden.arithmetic import arithmetic_name
-
 GOLDEN_DIR = Path(__file__).resolve().parent
 # Per machine arithmetic entries: tests/golden/<scale>/<ARITHMETIC_DIR>/<arithmetic name>/.
 ARITHMETIC_DIR = "arithmetic"
@@ -210,35 +208,55 @@ def entry_mismatches(got: dict, expected: dict) -> list[str]:
 
 
 def differing_entries(entries: dict, reference: dict) -> dict:
-    """The entries (and the data origins, where held) that are not in ``reference`` or differ
-    from it beyond the golden tolerance."""
+    """The entries that differ from ``reference`` beyond the golden tolerance (with the data
+    origins, where held). Every job must have a reference entry, captured from data of the
+    same origins: a ValueError says which does not."""
+    missing = sorted(key for key in entries if key not in reference)
+    if missing:
+        raise ValueError(f"no reference golden for {missing}: capture the reference first")
+    if entries.get(DATA_ORIGINS_KEY) != reference.get(DATA_ORIGINS_KEY):
+        raise ValueError(f"the reference goldens were captured from data of other origins "
+                         f"({reference.get(DATA_ORIGINS_KEY)}; here "
+                         f"{entries.get(DATA_ORIGINS_KEY)})")
     differ = {key: entry for key, entry in entries.items()
-              if key != DATA_ORIGINS_KEY
-              and (key not in reference or entry_mismatches(entry, reference[key]))}
+              if key != DATA_ORIGINS_KEY and entry_mismatches(entry, reference[key])}
     if differ and DATA_ORIGINS_KEY in entries:
         differ[DATA_ORIGINS_KEY] = entries[DATA_ORIGINS_KEY]
     return differ
 
 
-def store_entries(experiment: str, scale: str, entries: dict, arithmetic: bool) -> Path:
+def store_entries(experiment: str, scale: str, entries: dict, this_machine: bool) -> Path:
     """Write ``entries`` as the reference goldens of ``experiment`` (removing every
-    per-arithmetic file of it), or with ``arithmetic`` as this machine arithmetic's entries
-    (only those differing from the reference; no file when none does)."""
+    per-arithmetic file of it), or with ``this_machine`` as this machine arithmetic's entries
+    (only those differing from the reference, which must exist; no file when none does)."""
+    from tests.golden.arithmetic import arithmetic_name
+
     reference_path = golden_path(experiment, scale)
-    if arithmetic:
-        path = golden_path(experiment, scale, arithmetic_name())
-        reference = json.loads(reference_path.read_text()) if reference_path.exists() else {}
-        entries = differing_entries(entries, reference)
-        if not entries:
-            path.unlink(missing_ok=True)
-            return path
-    else:
-        path = reference_path
+    if not this_machine:
         for stale in (GOLDEN_DIR / scale / ARITHMETIC_DIR).glob(f"*/{reference_path.name}"):
-            stale.unlink()
+            _remove_file(stale)
+        return _write_entries(reference_path, entries)
+    if not reference_path.exists():
+        raise ValueError(f"no reference goldens at {reference_path}: capture them first")
+    path = golden_path(experiment, scale, arithmetic_name())
+    entries = differing_entries(entries, json.loads(reference_path.read_text()))
+    if not entries:
+        _remove_file(path)
+        return path
+    return _write_entries(path, entries)
+
+
+def _write_entries(path: Path, entries: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n")
     return path
+
+
+def _remove_file(path: Path) -> None:
+    """Remove ``path`` (if there) and its folder once empty."""
+    path.unlink(missing_ok=True)
+    if path.parent.is_dir() and not any(path.parent.iterdir()):
+        path.parent.rmdir()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -259,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         entries = capture(experiment, args.scale)
         if reads_data_files(experiment):
             entries[DATA_ORIGINS_KEY] = comparable_origins(root.origins)
-        path = store_entries(experiment, args.scale, entries, args.arithmetic)
+        path = store_entries(experiment, args.scale, entries, this_machine=args.arithmetic)
         print(f"  -> {path if path.exists() else 'no entry differs from the reference'}",
               flush=True)
     return 0

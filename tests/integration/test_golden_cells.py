@@ -20,6 +20,7 @@ results directory): a network that several jobs or experiments use is trained on
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -41,7 +42,7 @@ from tests.helpers import link_trained_store, session_store_root
 GOLDEN_SOURCE_KEY = "_golden"
 
 
-def _stored_entries(path) -> dict:
+def _stored_entries(path: Path) -> dict:
     """A golden file's entries, each holding the file's data origins (``None``: none stored)
     and which golden it is (``GOLDEN_SOURCE_KEY``: the file's path under tests/golden)."""
     if not path.exists():

@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
+import torch
+
 from tests.golden import capture
 from tests.golden.arithmetic import arithmetic_name
 from tests.golden.capture import (
@@ -60,46 +63,58 @@ def _entry(value: float, status: str = "ok") -> dict:
 
 
 def test_only_entries_that_differ_from_the_reference_are_kept_per_arithmetic():
-    reference = {"a": _entry(1.0), "b": _entry(2.0)}
-    entries = {"a": _entry(1.0 + 1e-9), "b": _entry(2.1), "c": _entry(3.0),
-               DATA_ORIGINS_KEY: {"uci/boston": "linked"}}
+    origins = {DATA_ORIGINS_KEY: {"uci/boston": "linked"}}
+    reference = {"a": _entry(1.0), "b": _entry(2.0), **origins}
+    entries = {"a": _entry(1.0 + 1e-9), "b": _entry(2.1), **origins}
 
-    assert differing_entries(entries, reference) == {
-        "b": _entry(2.1), "c": _entry(3.0), DATA_ORIGINS_KEY: {"uci/boston": "linked"}}
-    assert differing_entries({"a": _entry(1.0), DATA_ORIGINS_KEY: {}}, reference) == {}
+    assert differing_entries(entries, reference) == {"b": _entry(2.1), **origins}
+    assert differing_entries({"a": _entry(1.0), **origins}, reference) == {}
     assert entry_mismatches(_entry(1.0, "failed"), _entry(1.0)) == ["status: 'failed' != 'ok'"]
+
+
+def test_entries_without_a_reference_or_from_other_data_are_refused():
+    reference = {"a": _entry(1.0), DATA_ORIGINS_KEY: {"uci/boston": "linked"}}
+
+    with pytest.raises(ValueError, match=r"no reference golden for \['c'\]"):
+        differing_entries({"c": _entry(3.0), DATA_ORIGINS_KEY: {"uci/boston": "linked"}},
+                          reference)
+    with pytest.raises(ValueError, match="data of other origins"):
+        differing_entries({"a": _entry(1.5), DATA_ORIGINS_KEY: {"uci/boston": "generated"}},
+                          reference)
 
 
 def test_per_arithmetic_entries_are_stored_beside_the_reference_and_dropped_with_it(
         tmp_path, monkeypatch):
     monkeypatch.setattr(capture, "GOLDEN_DIR", tmp_path)
+    with pytest.raises(ValueError, match="no reference goldens"):
+        capture.store_entries("paper/table", "smoke", {"a": _entry(1.0)}, this_machine=True)
     capture.store_entries("paper/table", "smoke", {"a": _entry(1.0), "b": _entry(2.0)},
-                          arithmetic=False)
+                          this_machine=False)
     mine = capture.store_entries("paper/table", "smoke", {"a": _entry(1.0), "b": _entry(2.5)},
-                                 arithmetic=True)
+                                 this_machine=True)
 
     assert mine == tmp_path / "smoke" / "arithmetic" / arithmetic_name() / "paper__table.json"
     assert json.loads(mine.read_text()) == {"b": _entry(2.5)}
     assert capture.store_entries("paper/table", "smoke", {"a": _entry(1.0), "b": _entry(2.0)},
-                                 arithmetic=True) == mine
-    assert not mine.exists()
+                                 this_machine=True) == mine
+    assert not mine.parent.exists()
 
-    capture.store_entries("paper/table", "smoke", {"b": _entry(2.5)}, arithmetic=True)
+    capture.store_entries("paper/table", "smoke", {"a": _entry(1.0), "b": _entry(2.5)},
+                          this_machine=True)
     capture.store_entries("paper/table", "smoke", {"a": _entry(1.5), "b": _entry(2.0)},
-                          arithmetic=False)
+                          this_machine=False)
     assert not mine.exists()
     assert json.loads((tmp_path / "smoke" / "paper__table.json").read_text())["a"] == _entry(1.5)
 
 
-def test_the_arithmetic_name_is_the_same_in_every_call_and_thread_count():
-    import torch
-
+def test_the_arithmetic_name_is_computed_in_one_thread_and_leaves_the_thread_count():
     first = arithmetic_name()
     arithmetic_name.cache_clear()
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
         assert arithmetic_name() == first
+        assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(threads)
     assert first.startswith("cpu-") and len(first) == 14
