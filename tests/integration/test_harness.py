@@ -30,6 +30,7 @@ def children_take_sigint():
     yield
     signal.signal(signal.SIGINT, before)
 
+
 EXPERIMENTS = group_options()["experiment"]
 
 

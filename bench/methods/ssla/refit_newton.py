@@ -11,7 +11,7 @@ once, each from its own start: a damped Newton direction ``(H + lambda_r P_r) d 
 preconditioned conjugate gradients on exact Hessian-vector products (truncated at a forcing
 tolerance or at negative curvature), then an Armijo backtracking line search on the exact
 ``Phi_r`` (which accepts a change within the rounding of ``Phi_r`` itself: next to the
-minimum the decrease a Newton step promises, ``|g|^2 / lambda``, falls below what the sum over
+minimum the decrease a Newton step promises, ``g^T H^-1 g / 2``, falls below what the sum over
 D can resolve, and a strict test would reject the step that finishes the refit). The
 damping ``lambda_r`` (Levenberg-Marquardt style, in units of the metric ``P_r``) starts at 0,
 grows when a step needed backtracking or met negative curvature and shrinks when the full step
@@ -56,8 +56,8 @@ class NewtonSettings:
     step at most; ``armijo``: sufficient-decrease constant; ``max_halvings``: step halvings
     before the line search gives up; the damping is multiplied by ``damping_up`` (from at
     least ``damping_floor``) after a troubled step and divided by it after a full step;
-    ``rounding_ulps``: the line search counts a change of ``Phi_r`` within this many units of
-    its last place as no change (the value's own rounding, summed over the data).
+    ``rounding_eps``: the line search counts a change of ``Phi_r`` within this many machine
+    epsilons relative to ``|Phi_r|`` as no change (the rounding of a sum over the data).
     """
 
     grad_tol: float = 1e-6
@@ -67,7 +67,7 @@ class NewtonSettings:
     max_halvings: int = 40
     damping_up: float = 4.0
     damping_floor: float = 1e-3
-    rounding_ulps: float = 64.0
+    rounding_eps: float = 64.0
 
 
 @dataclass
@@ -346,11 +346,11 @@ def _backtrack(problem: LogJointProblem, thetas: Tensor, rows: Tensor, values: T
                gradient: Tensor, direction: Tensor,
                settings: NewtonSettings) -> tuple[Tensor, Tensor, Tensor]:
     """Armijo backtracking from the full step, halving per refit; which refits moved, which
-    took the full step, and where they are now. A trial value above the current one by less
-    than ``settings.rounding_ulps`` units of its last place passes the sufficient-decrease
+    took the full step, and where they are now. A trial value above the current one by at
+    most ``settings.rounding_eps`` machine epsilons relative passes the sufficient-decrease
     test: the decrease the step promises is then below what the value can resolve."""
     slope = (gradient * direction).sum(-1)
-    rounding = settings.rounding_ulps * torch.finfo(values.dtype).eps * values.abs()
+    rounding = settings.rounding_eps * torch.finfo(values.dtype).eps * values.abs()
     alpha = torch.ones_like(values)
     pending = slope < 0
     moved = torch.zeros_like(pending)

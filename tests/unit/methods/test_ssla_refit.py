@@ -59,9 +59,9 @@ def test_rank_one_preconditioner_is_the_inverse_of_the_updated_precision():
 
 
 class _RoundedQuadratic:
-    """``Phi(theta) = C + |theta|^2 / 2`` whose evaluation rounds up by 2 units of the last place
-    at the minimum, as a sum over D can: next to it the value cannot show the decrease a
-    Newton step promises (``|g|^2 / 2`` is far below ``C``'s last place)."""
+    """``Phi(theta) = C + |theta|^2 / 2`` whose evaluation rounds up by 2 machine epsilons
+    relative at the minimum, as a sum over D can: next to it the value cannot show the decrease
+    a Newton step promises (``|g|^2 / 2`` is far below ``C``'s last place)."""
 
     offset = 1e3
 
