@@ -106,9 +106,20 @@ class JobLogHandler(logging.FileHandler):
     the lines still reach the console."""
 
     failed = False
+    closed = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Write ``record``; nothing once closed. Another thread's job may still hold this
+        handler in the root logger's list it is going through, and logging's file handler
+        opens its file again for a line that arrives after close: a temporary log already
+        published or removed would reappear."""
+        if self.closed:
+            return
+        super().emit(record)
 
     def close(self) -> None:
         """Close the file; a last write that fails is reported like the others."""
+        self.closed = True
         try:
             super().close()
         except OSError:

@@ -93,3 +93,16 @@ def test_ctrl_c_at_the_job_s_first_line_leaves_no_temporary_log(tmp_path):
         assert path.exists()
         raise KeyboardInterrupt
     assert not list(tmp_path.glob(".job-*"))
+
+
+def test_a_line_that_reaches_a_closed_job_log_does_not_create_its_file_again(tmp_path):
+    """Two threads on one job: the skipped one closes and removes its temporary log while the
+    other still logs through the root logger's handler list, which held the closed handler;
+    the file came back as a stray .job-*.log (seen under load in
+    test_two_workers_on_one_job_leave_one_record)."""
+    path = tmp_path / ".job-1-2.log"
+    handler = JobLogHandler(path, encoding="utf-8")
+    handler.close()
+    path.unlink()
+    handler.handle(logging.LogRecord("bench", logging.INFO, __file__, 1, "late line", None, None))
+    assert not path.exists()
