@@ -94,17 +94,16 @@ lint: $(INSTALLED)  ## ruff
 list-reproduce: $(INSTALLED)  ## List the reproduce targets, one per implemented artifact
 	@$(PY) -m bench.cli.artifacts --targets
 
-# An artifact whose data are missing is skipped with one line (its report says "needs data"), a
-# failing one does not stop the rest: the failures are listed at the end (status 1), and the
-# same command again runs only what is not finished.
+# One worker queue for every artifact (bench.reproduce --all): a core that finishes an
+# artifact's last job takes the next artifact's, and each artifact's reports are rendered when
+# its own jobs end. An artifact whose data are missing is skipped with one line (its report
+# says "needs data"), a failing one does not stop the rest: the failures are listed at the end
+# (status 1), and the same command again runs only what is not finished.
 reproduce-all: $(INSTALLED) $(if $(filter paper,$(SCALE)),tune-heteroscedastic)  ## Every implemented artifact at SCALE
-	@start=$$(date +%s); failed=""; artifacts=$$($(PY) -m bench.cli.artifacts) || exit 1; \
-	for a in $$artifacts; do \
-	  $(PY) -m bench.reproduce $$a --scale $(SCALE) --skip-missing-data$(WORKERS_FLAG) || failed="$$failed $$a"; \
-	done; \
-	$(PY) -m bench.report --index; \
+	@start=$$(date +%s); \
+	$(PY) -m bench.reproduce --all --scale $(SCALE) --skip-missing-data$(WORKERS_FLAG); status=$$?; \
 	echo "reproduce-all SCALE=$(SCALE): $$(( ($$(date +%s) - start) / 60 )) min of wall time"; \
-	if [ -n "$$failed" ]; then echo "error: failed:$$failed (run again: finished jobs are skipped)" >&2; exit 1; fi
+	exit $$status
 
 reports: $(INSTALLED)  ## Re-render every report from existing records
 	$(PY) -m bench.report --all

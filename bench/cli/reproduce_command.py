@@ -1,4 +1,4 @@
-"""Run every job of one artifact's experiment at one scale, then render its reports.
+"""Run every job of one or more artifacts' experiments at one scale, then render their reports.
 
 ``python -m bench.reproduce ssla/table-1 --scale cpu`` finds the artifact's experiment (the
 one its report spec reads: ``ssla/figure-2`` is drawn from ``ssla/table-2``'s records), reads
@@ -18,6 +18,12 @@ pages (README.md scoreboard, FINDINGS.md, timing.md) of the reports folder.
 A sweep among the extra overrides (``seed=0,1``, ``task.n=100000,200000``) replaces the
 experiment's seeds or that key's sweep values.
 
+Several artifacts (``python -m bench.reproduce ssla/table-1 ssla/table-4``, or ``--all`` for
+every implemented one, which ``make reproduce-all`` runs) share the workers: their multiruns
+form one queue in the order given (an experiment named twice runs once), and each experiment's
+reports are rendered as soon as its own jobs ended (:mod:`bench.cli.job_pool`), so no core
+waits for one experiment's last job before the next experiment starts.
+
 Reports go to ``reports/`` (``--out`` chooses another folder). A report there rendered at
 another scale is never replaced unless ``--replace-scale``: the reports of such a run go to
 ``reports/<scale>/`` instead, and so do smoke-scale reports (CI checks, not results), so
@@ -28,10 +34,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -40,6 +43,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from bench.cli.interrupt import INTERRUPTED, INTERRUPTED_STATUS
+from bench.cli.job_pool import ExperimentPlan, combined_status, run_plans
 from bench.harness.errors import ConfigError, require_choice
 from bench.harness.finished_jobs import apply_scale_overrides
 from bench.harness.method_membership import SWEEP_BY_MEMBERSHIP, methods_appearing_in
@@ -313,47 +317,10 @@ def worker_environment(workers: int) -> dict[str, str]:
     return env
 
 
-def stop_processes(processes: list[subprocess.Popen], grace_s: float = 60.0) -> None:
-    """Pass Ctrl-C on to ``processes`` (a terminal already did; a ``kill -INT`` of this
-    process did not) and wait for them to leave their records consistent; kill what is still
-    running after ``grace_s`` seconds."""
-    for process in processes:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-    for process in processes:
-        try:
-            process.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 def run_commands(commands: list[list[str]], workers: int) -> int:
     """Run ``commands`` with at most ``workers`` at once; 0 when all succeed, 1 when some job
     failed (a multirun's status 1), otherwise the first other non-zero status."""
-    env = worker_environment(workers)
-    pending, running, statuses = list(commands), [], []
-    try:
-        while pending or running:
-            while pending and len(running) < workers:
-                running.append(subprocess.Popen(pending.pop(0), env=env))
-            still = []
-            for process in running:
-                status = process.poll()
-                if status is None:
-                    still.append(process)
-                else:
-                    statuses.append(status)
-            running = still
-            if running:
-                time.sleep(0.2)
-    except KeyboardInterrupt:
-        stop_processes(running)
-        raise
-    hard = [status for status in statuses if status not in (0, 1)]
-    if hard:
-        return hard[0]
-    return int(any(statuses))
+    return run_plans([ExperimentPlan("", commands)], workers, worker_environment(workers))[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -367,7 +334,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.reproduce", description=__doc__)
-    parser.add_argument("artifact", help="e.g. ssla/table-1 (python -m bench.cli.artifacts)")
+    parser.add_argument("items", nargs="*", metavar="ARTIFACT|OVERRIDE",
+                        help="artifacts, e.g. ssla/table-1 (python -m bench.cli.artifacts), "
+                             "and extra Hydra overrides, e.g. device=cuda")
+    parser.add_argument("--all", action="store_true",
+                        help="every implemented artifact (make reproduce-all)")
     parser.add_argument("--scale", default="cpu", help="smoke | cpu | paper")
     parser.add_argument("--launcher", default=None, help="hydra/launcher option, e.g. slurm")
     parser.add_argument("--no-report", action="store_true", help="only run the jobs")
@@ -385,47 +356,73 @@ def _main(argv: list[str] | None) -> int:
     parser.add_argument("--workers", type=int, default=None,
                         help="multiruns run at once (default: the cores available; "
                              "1 runs everything in one process)")
-    parser.add_argument("overrides", nargs="*", help="extra Hydra overrides, e.g. device=cuda")
     args = parser.parse_intermixed_args(argv)
+    artifacts, overrides = split_items(args.items)
+    if args.all:
+        artifacts = list(implemented_artifacts()) + artifacts
+    if not artifacts:
+        parser.error("name an artifact (python -m bench.cli.artifacts lists them) or pass --all")
     try:
-        extra = drop_empty_results_dir(list(args.overrides))
+        extra = drop_empty_results_dir(overrides)
         if args.launcher:
             extra.append(f"hydra/launcher={args.launcher}")
-        experiment = artifact_experiment(args.artifact)
+        experiments = {}
+        for artifact in artifacts:
+            experiments.setdefault(artifact_experiment(artifact), artifact)
         check_sweeps(extra)
-        check_overrides([f"experiment={experiment}", *extra])
+        check_overrides([f"experiment={next(iter(experiments))}", *extra])
         results_dir = require_writable_results_dir(extra)
-        multiruns = sweep_overrides(experiment, args.scale, extra)
-        if not args.no_side_runs:
-            for side in side_run_configs(experiment):
-                narrowed = narrowing_overrides(side, extra)
-                if narrowed:
-                    print(f"note: side run {side} skipped: {', '.join(narrowed)} on the command "
-                          "line narrows what it runs (run it on its own to include it)",
-                          file=sys.stderr)
-                    continue
-                multiruns += sweep_overrides(side, args.scale, extra)
         workers = available_cores() if args.workers is None else args.workers
         if workers < 1:
             raise ConfigError(f"--workers must be a positive integer, got {workers}")
+        plans = [experiment_plan(args, experiment, label, extra, results_dir, workers)
+                 for experiment, label in experiments.items()]
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.dry_run:
+        return 0
+    return run_and_report(plans, workers if workers > 1 and not args.launcher else 1)
+
+
+def split_items(items: list[str]) -> tuple[list[str], list[str]]:
+    """The artifacts and the Hydra overrides among the command line's positional ``items``:
+    an override has a ``=`` or starts with ``~`` or ``+``; an artifact never does."""
+    overrides = [item for item in items if "=" in item or item[:1] in "~+"]
+    return [item for item in items if item not in overrides], overrides
+
+
+def experiment_plan(args: argparse.Namespace, experiment: str, label: str, extra: list[str],
+                    results_dir: Path, workers: int) -> ExperimentPlan:
+    """The multirun commands of ``experiment`` (its side runs after its own jobs, split for
+    ``workers`` parallel processes) and the command rendering its reports, named ``label``
+    (the artifact given); the commands are printed. An experiment whose data are missing
+    under ``--skip-missing-data`` gets one line and no commands (its report says "needs
+    data")."""
+    multiruns = sweep_overrides(experiment, args.scale, extra)
+    if not args.no_side_runs:
+        for side in side_run_configs(experiment):
+            narrowed = narrowing_overrides(side, extra)
+            if narrowed:
+                print(f"note: side run {side} skipped: {', '.join(narrowed)} on the command "
+                      "line narrows what it runs (run it on its own to include it)",
+                      file=sys.stderr)
+                continue
+            multiruns += sweep_overrides(side, args.scale, extra)
     if workers > 1 and not args.launcher:
         multiruns = split_for_workers(multiruns, workers)
-        workers = min(workers, len(multiruns))
-    else:
-        workers = 1
     commands = [[sys.executable, "-m", "bench.run", "-m", *overrides] for overrides in multiruns]
     for command in commands:
         print(" ".join(command[1:]))
-    if args.dry_run:
-        return 0
-    missing = missing_experiment_data(experiment) if args.skip_missing_data else []
+    missing = []
+    if args.skip_missing_data and not args.dry_run:
+        missing = missing_experiment_data(experiment)
     if missing:
-        print(f"skipped {args.artifact}: needs data: {missing[0]}", file=sys.stderr)
-        return 0 if args.no_report else render_reports(args, experiment, results_dir)
-    return run_and_report(args, experiment, results_dir, commands, workers)
+        print(f"skipped {label}: needs data: {missing[0]}", file=sys.stderr)
+        commands = []
+    report = None if args.no_report or args.launcher else report_command(args, experiment,
+                                                                         results_dir)
+    return ExperimentPlan(label, commands, report)
 
 
 def missing_experiment_data(experiment: str) -> list[str]:
@@ -435,36 +432,38 @@ def missing_experiment_data(experiment: str) -> list[str]:
             for line in missing_data(spec)]
 
 
-def run_and_report(args: argparse.Namespace, experiment: str, results_dir: Path,
-                   commands: list[list[str]], workers: int) -> int:
-    """Run the multiruns, then render the reports that read their records; the exit status."""
-    status = run_commands(commands, workers)
-    if status not in (0, 1):
-        return status
-    jobs_failed = status == 1
-    if args.no_report or args.launcher:
-        return int(jobs_failed)
-    status = render_reports(args, experiment, results_dir)
-    if jobs_failed:
-        print("error: some jobs failed (listed above)", file=sys.stderr)
-        return 1
-    return status
+def run_and_report(plans: list[ExperimentPlan], workers: int) -> int:
+    """Run the plans' multiruns on ``workers`` processes, each plan's reports rendered when its
+    jobs ended (:func:`bench.cli.job_pool.run_plans`); the exit status, with one line per plan
+    whose jobs failed."""
+    statuses = run_plans(plans, workers, worker_environment(workers))
+    failed = [plan.label for plan, status in zip(plans, statuses, strict=True) if status]
+    for plan in plans:
+        if plan.jobs_status() == 1:
+            print(f"error: {plan.label}: some jobs failed (listed above)", file=sys.stderr)
+    if len(plans) > 1 and failed:
+        print(f"error: failed: {' '.join(failed)} (run again: finished jobs are skipped)",
+              file=sys.stderr)
+    return combined_status(statuses)
 
 
-def render_reports(args: argparse.Namespace, experiment: str, results_dir: Path) -> int:
-    """Render every report drawn from ``experiment``'s records (``bench.report``); its status."""
+def report_command(args: argparse.Namespace, experiment: str,
+                   results_dir: Path) -> list[str] | None:
+    """The ``bench.report`` command rendering every report drawn from ``experiment``'s records
+    and the overview pages (the note of :func:`report_folder` printed when it has one); None
+    with a note when no report spec reads them."""
     artifacts = [spec.key for spec in specs_reading(results_experiment(experiment))]
     if not artifacts:
         print(f"note: no report spec reads {experiment}; records only", file=sys.stderr)
-        return 0
+        return None
     out, note = report_folder(artifacts, args.scale, args.out, args.replace_scale)
     if note:
         print(f"note: {note}", file=sys.stderr)
-    report = [sys.executable, "-m", "bench.report", *artifacts, "--scale", args.scale,
-              "--results-dir", str(results_dir), "--out", str(out), "--index"]
+    command = [sys.executable, "-m", "bench.report", *artifacts, "--scale", args.scale,
+               "--results-dir", str(results_dir), "--out", str(out), "--index"]
     if args.replace_scale:
-        report.append("--replace-scale")
-    return subprocess.run(report).returncode
+        command.append("--replace-scale")
+    return command
 
 
 if __name__ == "__main__":

@@ -131,10 +131,9 @@ def superseded_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                           cell.get("column"))] > index for cell in record["cells"])]
 
 
-def busy_seconds(records: Iterable[dict[str, Any]]) -> float | None:
-    """Seconds during which at least one of ``records``' jobs ran (the union of their
-    ``started_at`` → ``finished_at`` spans): the wall time of the run that made them, with the
-    gaps between its parts left out; None when no record has both times."""
+def busy_spans(records: Iterable[dict[str, Any]]) -> list[list[str]]:
+    """The union of ``records``' ``started_at`` → ``finished_at`` spans as disjoint
+    ``[start, end]`` ISO times in order (records without both times left out)."""
     spans = []
     for record in records:
         try:
@@ -142,15 +141,33 @@ def busy_seconds(records: Iterable[dict[str, Any]]) -> float | None:
             end = datetime.fromisoformat(str(record["finished_at"]))
         except (KeyError, TypeError, ValueError):
             continue
-        spans.append((start.timestamp(), end.timestamp()))
-    if not spans:
-        return None
-    total, reach = 0.0, -math.inf
+        spans.append((start, end))
+    return [[start.isoformat(), end.isoformat()] for start, end in merged_spans(spans)]
+
+
+def merged_spans(spans: Iterable[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
+    """Overlapping or touching ``(start, end)`` spans joined, in order."""
+    merged: list[tuple[datetime, datetime]] = []
     for start, end in sorted(spans):
-        if end > reach:
-            total += end - max(start, reach)
-            reach = end
-    return round(total, 3)
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def spans_seconds(spans: Iterable[Iterable[str]]) -> float:
+    """Seconds covered by ``[start, end]`` ISO spans (overlaps counted once)."""
+    parsed = [tuple(datetime.fromisoformat(str(moment)) for moment in span) for span in spans]
+    return round(sum((end - start).total_seconds() for start, end in merged_spans(parsed)), 3)
+
+
+def busy_seconds(records: Iterable[dict[str, Any]]) -> float | None:
+    """Seconds during which at least one of ``records``' jobs ran (the union of their
+    ``started_at`` → ``finished_at`` spans, :func:`busy_spans`): the wall time of the run that
+    made them, with the gaps between its parts left out; None when no record has both times."""
+    spans = busy_spans(records)
+    return spans_seconds(spans) if spans else None
 
 
 # A job measured while more runnable processes than cores waited: its wall time overstates
@@ -191,7 +208,7 @@ def job_times(records: list[dict[str, Any]]) -> dict[str, Any]:
     return {"jobs": len(counted), "jobs_untimed": untimed,
             "job_seconds": round(sum(entry["job_seconds"] for entry in methods), 3),
             "methods": methods, "superseded_jobs": len(superseded),
-            "busy_seconds": busy_seconds(counted),
+            "busy_seconds": busy_seconds(counted), "busy_spans": busy_spans(counted),
             "cpu_seconds": round(sum(v for v in cpu if v is not None), 3),
             "jobs_without_cpu": sum(v is None for v in cpu),
             "jobs_on_shared_cores": sum(flag is True for flag in shared),

@@ -8,8 +8,10 @@ the sum: the wall time while the experiment's jobs ran (its parallel workers ove
 between runs are left out), the jobs' CPU time, and whether other work shared the cores (a
 load above the cores makes wall times overstate the cost); records made before they held CPU
 time and load say "not recorded". Reports whose records are not kept here, or that wait for
-data, are listed as gaps with the reason; the total of ``make reproduce-all`` is the sum over
-the timed experiments and says how many are not.
+data, are listed as gaps with the reason. The wall time of ``make reproduce-all`` is the union
+of every timed experiment's job spans (experiments that shared the worker queue of
+``bench.reproduce --all`` overlap and count once; parts run at different times add up); the
+page says how many experiments are not timed.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pandas as pd
 
 from bench.reporting.files import write_atomically
 from bench.reporting.formatting import GAP, markdown_table
+from bench.reporting.summary import spans_seconds
 
 TIMING_NAME = "timing.md"
 
@@ -153,6 +156,7 @@ def reproduce_all_lines(found: dict[tuple[str, str], dict[str, Any]],
     """The total of ``make reproduce-all SCALE=<scale>`` over the timed experiments, and the
     experiments it leaves out with the reason."""
     timed, busy, n_timed, unknown_cores, shared, no_busy = 0.0, 0.0, 0, [], [], []
+    spans: list[list[str]] = []
     untimed: dict[str, list[str]] = {}
     for experiment in dict.fromkeys(implemented):
         entry = found.get((experiment, scale))
@@ -162,6 +166,8 @@ def reproduce_all_lines(found: dict[tuple[str, str], dict[str, Any]],
             if timings.get("busy_seconds") is None:
                 busy += timings["job_seconds"]
                 no_busy.append(experiment)
+            elif timings.get("busy_spans"):
+                spans += timings["busy_spans"]
             else:
                 busy += timings["busy_seconds"]
             n_timed += 1
@@ -171,14 +177,18 @@ def reproduce_all_lines(found: dict[tuple[str, str], dict[str, Any]],
                 unknown_cores.append(experiment)
         else:
             untimed.setdefault(_untimed_reason(found, experiment, scale), []).append(experiment)
+    busy += spans_seconds(spans)
     n_untimed = sum(len(names) for names in untimed.values())
     total = n_untimed + n_timed
     head = (f"Sum of the job times of the {n_timed} of {total} experiments with {scale}-scale "
-            f"records here: **{duration_text(timed)}** (one worker). Sum of their wall times "
-            f"while jobs ran: **{duration_text(busy)}**: the wall time of `make reproduce-all` "
-            "if each ran as it did here (`bench.reproduce` runs its multiruns on every core).")
+            f"records here: **{duration_text(timed)}** (one worker). Wall time while their jobs "
+            f"ran: **{duration_text(busy)}**: the wall time of `make reproduce-all` if each ran "
+            "as it did here (the union of the jobs' start-to-finish spans over all experiments: "
+            "experiments that shared one worker queue, `bench.reproduce --all`, count their "
+            "overlap once; parts run at different times add up).")
     if no_busy:
-        head += (f" Summaries rendered before they kept it count their job time instead: "
+        head += (f" Summaries rendered before they kept the wall time count their job time "
+                 f"instead: "
                  f"{', '.join(no_busy)}.")
     if shared:
         head += (f" Measured while other work shared the cores, so longer than on quiet "

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from bench.reporting.summary import busy_seconds, job_times, on_shared_cores, superseded_records
+from bench.reporting.summary import (
+    busy_seconds,
+    busy_spans,
+    job_times,
+    on_shared_cores,
+    superseded_records,
+)
 from bench.reporting.timing_page import reproduce_all_lines, timing_markdown
 
 
@@ -63,7 +69,8 @@ def test_the_timing_page_sums_the_wall_time_while_jobs_ran_and_names_shared_core
                  "a/z": summary("a/z", {"jobs": 1, "jobs_untimed": 0, "job_seconds": 60.0,
                                         "methods": []})}
     text = "\n".join(reproduce_all_lines(summaries_found(summaries), ["a/x", "a/y", "a/z"]))
-    assert "Sum of their wall times while jobs ran: **1 h 31 min**" in text
+    # a/x ran inside a/y's span (one worker queue): the overlap counts once, a/z adds its job time
+    assert "Wall time while their jobs ran: **1 h 01 min**" in text
     assert "other work shared the cores, so longer than on quiet cores: a/y." in text
     assert "count their job time instead: a/z" in text
     page = timing_markdown(summaries, ["a/x", "a/y", "a/z"])
@@ -87,3 +94,27 @@ def test_a_quiet_experiment_with_some_older_records_is_not_called_shared():
     text = "\n".join(reproduce_all_lines(summaries_found(summaries), ["a/x"]))
     assert "shared the cores" not in text
     assert "(1 experiments) cannot say whether the cores were shared" in text
+
+
+def test_experiments_run_at_different_times_add_up_and_older_summaries_add_their_wall_time():
+    morning = record(0, "2026-01-01T10:30:00+00:00", [("r", "c")], total=1800.0,
+                     started="2026-01-01T10:00:00+00:00")
+    evening = record(0, "2026-01-01T20:20:00+00:00", [("r", "c")], total=1200.0,
+                     started="2026-01-01T20:00:00+00:00")
+    older = {**job_times([morning]), "busy_spans": None}
+    summaries = {"a/x": summary("a/x", job_times([morning])),
+                 "a/y": summary("a/y", job_times([evening])),
+                 "a/z": summary("a/z", older)}
+    text = "\n".join(reproduce_all_lines(summaries_found(summaries), ["a/x", "a/y", "a/z"]))
+    assert "Wall time while their jobs ran: **1 h 20 min**" in text
+
+
+def test_busy_spans_join_overlapping_jobs():
+    records = [record(0, "2026-01-01T10:30:00+00:00", [("r", "c")],
+                      started="2026-01-01T10:00:00+00:00"),
+               record(0, "2026-01-01T10:40:00+00:00", [("r", "c")],
+                      started="2026-01-01T10:20:00+00:00"),
+               record(0, "2026-01-01T12:00:00+00:00", [("r", "c")],
+                      started="2026-01-01T11:00:00+00:00")]
+    assert busy_spans(records) == [["2026-01-01T10:00:00+00:00", "2026-01-01T10:40:00+00:00"],
+                                   ["2026-01-01T11:00:00+00:00", "2026-01-01T12:00:00+00:00"]]
