@@ -382,7 +382,11 @@ def _main(argv: list[str] | None) -> int:
         return 2
     if args.dry_run:
         return 0
-    return run_and_report(plans, workers if workers > 1 and not args.launcher else 1)
+    if args.launcher:
+        workers = 1
+    # fewer multiruns than workers: each gets more torch threads (worker_environment)
+    workers = max(1, min(workers, sum(len(plan.commands) for plan in plans)))
+    return run_and_report(plans, workers)
 
 
 def split_items(items: list[str]) -> tuple[list[str], list[str]]:

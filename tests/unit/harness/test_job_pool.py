@@ -73,3 +73,13 @@ def test_no_artifact_and_no_all_is_a_usage_error(capsys):
         reproduce.main(["--scale", "smoke", "--dry-run"])
     assert exit_.value.code == 2
     assert "name an artifact" in capsys.readouterr().err
+
+
+def test_fewer_multiruns_than_workers_leave_the_cores_to_the_ones_there_are(monkeypatch):
+    seen = []
+    monkeypatch.setattr(reproduce, "run_and_report",
+                        lambda plans, workers: seen.append((len(plans[0].commands), workers)))
+    reproduce.main(["ggn_thesis/figure-5.6", "--scale", "smoke", "--workers", "2"])
+    reproduce.main(["ssla/table-1", "--scale", "smoke", "--workers", "2"])
+    assert seen[0] == (1, 1)
+    assert seen[1][0] >= 2 and seen[1][1] == 2
