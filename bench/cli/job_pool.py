@@ -35,10 +35,7 @@ class ExperimentPlan:
     def jobs_status(self) -> int:
         """0 when every multirun succeeded, 1 when some job failed (a multirun's status 1),
         otherwise the first other non-zero status."""
-        hard = [status for status in self.job_statuses if status not in (0, 1)]
-        if hard:
-            return hard[0]
-        return int(any(self.job_statuses))
+        return combined_status(self.job_statuses)
 
 
 def stop_processes(processes: list[subprocess.Popen], grace_s: float = 60.0) -> None:

@@ -131,9 +131,9 @@ def superseded_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
                           cell.get("column"))] > index for cell in record["cells"])]
 
 
-def busy_spans(records: Iterable[dict[str, Any]]) -> list[list[str]]:
-    """The union of ``records``' ``started_at`` → ``finished_at`` spans as disjoint
-    ``[start, end]`` ISO times in order (records without both times left out)."""
+def _record_spans(records: Iterable[dict[str, Any]]) -> list[tuple[datetime, datetime]]:
+    """``records``' ``started_at`` → ``finished_at`` spans merged (:func:`merged_spans`);
+    records without both times left out."""
     spans = []
     for record in records:
         try:
@@ -142,7 +142,13 @@ def busy_spans(records: Iterable[dict[str, Any]]) -> list[list[str]]:
         except (KeyError, TypeError, ValueError):
             continue
         spans.append((start, end))
-    return [[start.isoformat(), end.isoformat()] for start, end in merged_spans(spans)]
+    return merged_spans(spans)
+
+
+def busy_spans(records: Iterable[dict[str, Any]]) -> list[list[str]]:
+    """The union of ``records``' ``started_at`` → ``finished_at`` spans as disjoint
+    ``[start, end]`` ISO times in order (records without both times left out)."""
+    return [[start.isoformat(), end.isoformat()] for start, end in _record_spans(records)]
 
 
 def merged_spans(spans: Iterable[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
@@ -166,8 +172,10 @@ def busy_seconds(records: Iterable[dict[str, Any]]) -> float | None:
     """Seconds during which at least one of ``records``' jobs ran (the union of their
     ``started_at`` → ``finished_at`` spans, :func:`busy_spans`): the wall time of the run that
     made them, with the gaps between its parts left out; None when no record has both times."""
-    spans = busy_spans(records)
-    return spans_seconds(spans) if spans else None
+    spans = _record_spans(records)
+    if not spans:
+        return None
+    return round(sum((end - start).total_seconds() for start, end in spans), 3)
 
 
 # A job measured while more runnable processes than cores waited: its wall time overstates
