@@ -168,6 +168,22 @@ def spans_seconds(spans: Iterable[Iterable[str]]) -> float:
     return round(sum((end - start).total_seconds() for start, end in merged_spans(parsed)), 3)
 
 
+# Between one job's end and the next one's start inside one run: a multirun's process start-up,
+# a report rendered before the next experiment's jobs. Longer gaps are runs at other times.
+SHORT_GAP_S = 60.0
+
+
+def short_gap_seconds(spans: Iterable[Iterable[str]], limit_s: float = SHORT_GAP_S) -> float:
+    """Seconds between consecutive merged ``[start, end]`` ISO spans where no job ran, summed
+    over the gaps shorter than ``limit_s``: the part of a run's wall time the union of its
+    jobs' spans leaves out."""
+    parsed = [tuple(datetime.fromisoformat(str(moment)) for moment in span) for span in spans]
+    merged = merged_spans(parsed)
+    gaps = ((later[0] - earlier[1]).total_seconds()
+            for earlier, later in zip(merged, merged[1:], strict=False))
+    return round(sum(gap for gap in gaps if gap < limit_s), 3)
+
+
 def busy_seconds(records: Iterable[dict[str, Any]]) -> float | None:
     """Seconds during which at least one of ``records``' jobs ran (the union of their
     ``started_at`` → ``finished_at`` spans, :func:`busy_spans`): the wall time of the run that

@@ -24,7 +24,7 @@ import pandas as pd
 
 from bench.reporting.files import write_atomically
 from bench.reporting.formatting import GAP, markdown_table
-from bench.reporting.summary import spans_seconds
+from bench.reporting.summary import SHORT_GAP_S, short_gap_seconds, spans_seconds
 
 TIMING_NAME = "timing.md"
 
@@ -178,6 +178,7 @@ def reproduce_all_lines(found: dict[tuple[str, str], dict[str, Any]],
         else:
             untimed.setdefault(_untimed_reason(found, experiment, scale), []).append(experiment)
     busy += spans_seconds(spans)
+    between_jobs = short_gap_seconds(spans)
     n_untimed = sum(len(names) for names in untimed.values())
     total = n_untimed + n_timed
     head = (f"Sum of the job times of the {n_timed} of {total} experiments with {scale}-scale "
@@ -186,6 +187,11 @@ def reproduce_all_lines(found: dict[tuple[str, str], dict[str, Any]],
             "as it did here (the union of the jobs' start-to-finish spans over all experiments: "
             "experiments that shared one worker queue, `bench.reproduce --all`, count their "
             "overlap once; parts run at different times add up).")
+    if between_jobs:
+        head += (f" The seconds between one job's end and the next one's start within a run "
+                 f"(gaps under {SHORT_GAP_S:.0f} s: a multirun's start-up, a report's "
+                 f"rendering) are not in that union: {duration_text(between_jobs)} here, so "
+                 f"about **{duration_text(busy + between_jobs)}** with them.")
     if no_busy:
         head += (f" Summaries rendered before they kept the wall time count their job time "
                  f"instead: "

@@ -10,6 +10,7 @@ from bench.reporting.summary import (
     busy_spans,
     job_times,
     on_shared_cores,
+    short_gap_seconds,
     superseded_records,
 )
 from bench.reporting.timing_page import reproduce_all_lines, timing_markdown
@@ -118,3 +119,24 @@ def test_busy_spans_join_overlapping_jobs():
                       started="2026-01-01T11:00:00+00:00")]
     assert busy_spans(records) == [["2026-01-01T10:00:00+00:00", "2026-01-01T10:40:00+00:00"],
                                    ["2026-01-01T11:00:00+00:00", "2026-01-01T12:00:00+00:00"]]
+
+
+def test_the_seconds_between_back_to_back_jobs_are_added_to_the_whole_run():
+    first = record(0, "2026-01-01T10:30:00+00:00", [("r", "c")],
+                   started="2026-01-01T10:00:00+00:00")
+    # 40 s later the next multirun's job starts (its process start-up), and 40 s after that
+    # the next: both gaps belong to the run; the evening part is another run (gap of hours).
+    second = record(1, "2026-01-01T10:40:40+00:00", [("r", "c")],
+                    started="2026-01-01T10:30:40+00:00")
+    third = record(2, "2026-01-01T10:51:20+00:00", [("r", "c")],
+                   started="2026-01-01T10:41:20+00:00")
+    evening = record(3, "2026-01-01T20:10:00+00:00", [("r", "c")],
+                     started="2026-01-01T20:00:00+00:00")
+    summaries = {"a/x": summary("a/x", job_times([first, second])),
+                 "a/y": summary("a/y", job_times([third, evening]))}
+    assert short_gap_seconds([*summaries["a/x"]["timings"]["busy_spans"],
+                              *summaries["a/y"]["timings"]["busy_spans"]]) == 80.0
+    text = "\n".join(reproduce_all_lines(summaries_found(summaries), ["a/x", "a/y"]))
+    assert "Wall time while their jobs ran: **1 h 00 min**" in text
+    assert "not in that union: 1 min 20 s here" in text
+    assert "about **1 h 01 min** with them" in text
