@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 import time
 from collections import deque
 from collections.abc import Mapping
@@ -38,6 +39,14 @@ class ExperimentPlan:
         return combined_status(self.job_statuses)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a cluster's job end) while the queue runs: stopped as Ctrl-C is."""
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise Terminated
+
+
 def stop_processes(processes: list[subprocess.Popen], grace_s: float = 60.0) -> None:
     """Pass Ctrl-C on to ``processes`` (a terminal already did; a ``kill -INT`` of this
     process did not) and wait for them to leave their records consistent; kill what is still
@@ -59,7 +68,8 @@ def run_plans(plans: list[ExperimentPlan], workers: int,
     report command starts once its last command ended (one report at a time, not counted as a
     worker). Returns each plan's status: its jobs' status when it is neither 0 nor 1 (no report
     then), 1 when some job failed (the report is still rendered), else the report's status.
-    Ctrl-C stops every process (:func:`stop_processes`) and is raised again."""
+    Ctrl-C, or SIGTERM (raised as :class:`Terminated`), stops every process
+    (:func:`stop_processes`) and is raised again."""
     pending = deque((index, command) for index, plan in enumerate(plans)
                     for command in plan.commands)
     left = [len(plan.commands) for plan in plans]
@@ -67,6 +77,8 @@ def run_plans(plans: list[ExperimentPlan], workers: int,
     reports_due = deque(index for index, count in enumerate(left) if count == 0)
     running: dict[subprocess.Popen, int] = {}
     report: tuple[subprocess.Popen, int] | None = None
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main_thread else None
     try:
         while pending or running or reports_due or report:
             while pending and len(running) < workers:
@@ -94,6 +106,9 @@ def run_plans(plans: list[ExperimentPlan], workers: int,
     except KeyboardInterrupt:
         stop_processes([*running, *([report[0]] if report else [])])
         raise
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
     return [int(status) for status in statuses]
 
 

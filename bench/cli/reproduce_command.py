@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -43,7 +44,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from bench.cli.interrupt import INTERRUPTED, INTERRUPTED_STATUS
-from bench.cli.job_pool import ExperimentPlan, combined_status, run_plans
+from bench.cli.job_pool import ExperimentPlan, Terminated, combined_status, run_plans
 from bench.harness.errors import ConfigError, require_choice
 from bench.harness.finished_jobs import apply_scale_overrides
 from bench.harness.method_membership import SWEEP_BY_MEMBERSHIP, methods_appearing_in
@@ -324,12 +325,13 @@ def run_commands(commands: list[list[str]], workers: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point; Ctrl-C stops with one line and status 130."""
+    """Command-line entry point; Ctrl-C stops with one line and status 130, SIGTERM while
+    jobs run with the same line and status 143 (128 + SIGTERM), its jobs stopped first."""
     try:
         return _main(argv)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         print(INTERRUPTED, file=sys.stderr)
-        return INTERRUPTED_STATUS
+        return 128 + signal.SIGTERM if isinstance(stop, Terminated) else INTERRUPTED_STATUS
 
 
 def _main(argv: list[str] | None) -> int:

@@ -272,8 +272,9 @@ def _assert_interrupted(returncode: int, stderr: str, results_dir) -> None:
     assert not list(results_dir.rglob("record.json")) and not list(results_dir.rglob(".job-*"))
 
 
-def interrupt_once_running(module: str, args: list[str], results_dir) -> tuple[int, str]:
-    """Start ``python -m module args``, send it SIGINT once a job has started (its temporary
+def interrupt_once_running(module: str, args: list[str], results_dir,
+                           stop: signal.Signals = signal.SIGINT) -> tuple[int, str]:
+    """Start ``python -m module args``, send it ``stop`` once a job has started (its temporary
     log exists) and return its exit status and standard error."""
     env = {**os.environ, "BENCH_RESULTS_DIR": str(results_dir), "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-m", module, *args], cwd=REPO, env=env,
@@ -281,7 +282,7 @@ def interrupt_once_running(module: str, args: list[str], results_dir) -> tuple[i
     deadline = time.time() + 60
     while time.time() < deadline and not list(results_dir.rglob(".job-*")):
         time.sleep(0.05)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(stop)
     _, stderr = proc.communicate(timeout=90)
     return proc.returncode, stderr
 
@@ -313,6 +314,19 @@ def test_ctrl_c_in_reproduce_stops_its_multiruns_with_one_line_and_status_130(tm
     assert "Traceback" not in stderr
     lines = stderr.strip().splitlines()
     assert lines and all(line.startswith("interrupted") for line in lines), lines
+    assert not list(tmp_path.rglob("record.json")) and not list(tmp_path.rglob(".job-*"))
+
+
+@pytest.mark.second_tier
+def test_sigterm_to_reproduce_stops_its_multiruns_before_it_exits(tmp_path):
+    """``kill`` (SIGTERM) of bench.reproduce: its multiruns are stopped as by Ctrl-C, not left
+    running on the cores after it is gone (a job still running keeps its temporary log)."""
+    args = ["ssla/table-7", "--scale", "smoke", "--workers", "1", "--no-report",
+            "task._target_=tests.helpers.sleepy_task", "+task.sleep_s=60"]
+    returncode, stderr = interrupt_once_running("bench.reproduce", args, tmp_path,
+                                                signal.SIGTERM)
+    assert returncode == 128 + signal.SIGTERM, stderr[-2000:]
+    assert "Traceback" not in stderr
     assert not list(tmp_path.rglob("record.json")) and not list(tmp_path.rglob(".job-*"))
 
 
