@@ -162,10 +162,20 @@ def merged_spans(spans: Iterable[tuple[datetime, datetime]]) -> list[tuple[datet
     return merged
 
 
+def _merged_iso_spans(spans: Iterable[Iterable[str]]) -> list[tuple[datetime, datetime]]:
+    """``[start, end]`` ISO spans parsed and merged (:func:`merged_spans`)."""
+    return merged_spans(tuple(datetime.fromisoformat(str(moment)) for moment in span)
+                        for span in spans)
+
+
+def _covered_seconds(merged: list[tuple[datetime, datetime]]) -> float:
+    """Seconds covered by disjoint ``(start, end)`` spans."""
+    return round(sum((end - start).total_seconds() for start, end in merged), 3)
+
+
 def spans_seconds(spans: Iterable[Iterable[str]]) -> float:
     """Seconds covered by ``[start, end]`` ISO spans (overlaps counted once)."""
-    parsed = [tuple(datetime.fromisoformat(str(moment)) for moment in span) for span in spans]
-    return round(sum((end - start).total_seconds() for start, end in merged_spans(parsed)), 3)
+    return _covered_seconds(_merged_iso_spans(spans))
 
 
 # Between one job's end and the next one's start inside one run: a multirun's process start-up,
@@ -177,8 +187,7 @@ def short_gap_seconds(spans: Iterable[Iterable[str]], limit_s: float = SHORT_GAP
     """Seconds between consecutive merged ``[start, end]`` ISO spans where no job ran, summed
     over the gaps shorter than ``limit_s``: the part of a run's wall time the union of its
     jobs' spans leaves out."""
-    parsed = [tuple(datetime.fromisoformat(str(moment)) for moment in span) for span in spans]
-    merged = merged_spans(parsed)
+    merged = _merged_iso_spans(spans)
     gaps = ((later[0] - earlier[1]).total_seconds()
             for earlier, later in zip(merged, merged[1:], strict=False))
     return round(sum(gap for gap in gaps if gap < limit_s), 3)
@@ -189,9 +198,7 @@ def busy_seconds(records: Iterable[dict[str, Any]]) -> float | None:
     ``started_at`` → ``finished_at`` spans, :func:`busy_spans`): the wall time of the run that
     made them, with the gaps between its parts left out; None when no record has both times."""
     spans = _record_spans(records)
-    if not spans:
-        return None
-    return round(sum((end - start).total_seconds() for start, end in spans), 3)
+    return _covered_seconds(spans) if spans else None
 
 
 # A job measured while more runnable processes than cores waited: its wall time overstates
