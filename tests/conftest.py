@@ -1,12 +1,23 @@
-"""Session set-up: a data root for the experiments that read files (the UCI tables)."""
+"""Session set-up: the pinned float arithmetic, and a data root for the experiments that read
+files (the UCI tables).
+
+The tests compute in the pinned arithmetic (:mod:`bench.harness.arithmetic`), set here before
+any library chooses its kernels: the processes the tests start (pytest-xdist workers, command
+lines) run in it from their start, and so does the whole run under ``make test``, which starts
+pytest in it. The goldens were captured in it, so they mean the same on every x86-64 machine.
+"""
 
 from __future__ import annotations
 
 import os
 
-import pytest
+from bench.harness.arithmetic import pin_arithmetic
 
-from tests.helpers import SHARED_DATA
+pin_arithmetic()
+
+import pytest  # noqa: E402
+
+from tests.helpers import SHARED_DATA  # noqa: E402
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -45,6 +45,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from bench.cli.interrupt import INTERRUPTED, INTERRUPTED_STATUS
 from bench.cli.job_pool import ExperimentPlan, Terminated, combined_status, run_plans
+from bench.harness.arithmetic import pin_arithmetic, restart_pinned, unpinned_because
 from bench.harness.errors import ConfigError, require_choice
 from bench.harness.finished_jobs import apply_scale_overrides
 from bench.harness.method_membership import SWEEP_BY_MEMBERSHIP, methods_appearing_in
@@ -358,7 +359,13 @@ def _main(argv: list[str] | None) -> int:
     parser.add_argument("--workers", type=int, default=None,
                         help="multiruns run at once (default: the cores available; "
                              "1 runs everything in one process)")
+    parser.add_argument("--pinned-arithmetic", action="store_true",
+                        help="compute in the arithmetic every x86-64 CPU rounds alike (one "
+                             "thread a job, no vector kernels; bench/harness/arithmetic.py), "
+                             "so another machine reproduces the records bit for bit")
     args = parser.parse_intermixed_args(argv)
+    if args.pinned_arithmetic:
+        run_pinned(argv)
     artifacts, overrides = split_items(args.items)
     if args.all:
         artifacts = list(implemented_artifacts()) + artifacts
@@ -389,6 +396,18 @@ def _main(argv: list[str] | None) -> int:
     # fewer multiruns than workers: each gets more torch threads (worker_environment)
     workers = max(1, min(workers, sum(len(plan.commands) for plan in plans)))
     return run_and_report(plans, workers)
+
+
+def run_pinned(argv: list[str] | None) -> None:
+    """Go on in the pinned arithmetic: from the command line, the command starts again in it
+    (glibc reads its part at process start); called with ``argv``, the multiruns it starts are
+    pinned from their start. Where it cannot be pinned, one line says so and the native
+    kernels run."""
+    why = restart_pinned("bench.reproduce", sys.argv[1:]) if argv is None else None
+    if why and unpinned_because():
+        print(f"note: --pinned-arithmetic: {why}; running the native kernels", file=sys.stderr)
+        return
+    pin_arithmetic()
 
 
 def split_items(items: list[str]) -> tuple[list[str], list[str]]:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import torch
 
+from bench.harness.arithmetic import arithmetic_mode
+
 # Every installed package that can move a number in a record: the array and linear-algebra
 # stack, the curvature backends behind laplace-torch, the training loop, the baselines, the
 # data splitting and tuning code, the config engine, and the CUDA libraries torch calls on GPU.
@@ -26,15 +28,29 @@ def package_versions() -> dict[str, str]:
     """Installed versions of the packages whose behaviour can change a result, and the vector
     instruction set torch's CPU kernels dispatch to (``torch_cpu_capability``: AVX2 and AVX512
     kernels round differently, and a long stochastic training such as the VI baselines' ends
-    in different weights; ``ATEN_CPU_CAPABILITY=avx2`` selects the AVX2 kernels)."""
+    in different weights; ``ATEN_CPU_CAPABILITY=avx2`` selects the AVX2 kernels), the CPU's
+    name, and whether the process computed in the pinned arithmetic every x86-64 CPU shares
+    (``arithmetic``: ``pinned`` or ``native``, :mod:`bench.harness.arithmetic`)."""
     versions = {"python": platform.python_version(),
-                "torch_cpu_capability": torch.backends.cpu.get_cpu_capability()}
+                "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                "cpu": cpu_model(), "arithmetic": arithmetic_mode()}
     for name in TRACKED_PACKAGES:
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = "not installed"
     return versions
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``; the platform's processor string elsewhere)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def git_state(repo: Path | None = None) -> dict[str, object]:

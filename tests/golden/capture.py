@@ -9,13 +9,17 @@ tolerance of ``RELATIVE_TOLERANCE`` (``assert_matches_golden``), so code that mo
 change a number unnoticed, while the last-digit differences that the same float program shows
 on another CPU (other vector units sum in another order) pass.
 
-Jobs whose training amplifies those last digits past the tolerance hold a second entry per
-machine arithmetic (:mod:`tests.golden.arithmetic`):
-``python -m tests.golden.capture --arithmetic <experiment>...`` runs the jobs on this machine
-and stores, under ``tests/golden/<scale>/arithmetic/<name>/``, only the entries that differ
-from the reference goldens; the regression test compares each job with the entry of its
-machine's arithmetic where there is one. Capturing the reference goldens of an experiment
-again removes its per-arithmetic entries (they belonged to the code before).
+The jobs run in the pinned float arithmetic (:mod:`bench.harness.arithmetic`), which every
+x86-64 CPU computes to the same bits: a training that turns a last-digit difference into
+another network gives the same network on every such machine, so one golden file per
+experiment serves them all. ``capture`` restarts itself in that arithmetic where it was not
+started in it (glibc reads its part at process start only). Where the arithmetic cannot be
+pinned (another processor), the regression test compares an entry that moved beyond the
+tolerance on its invariants only (:func:`invariant_mismatches`) and reports it skipped.
+
+``--into DIR`` writes the entries under ``DIR`` instead, and ``--same-bits-as DIR`` lists every
+value that is not bit-identical between this capture and the one in ``DIR``
+(``tools/golden_arithmetic.sh`` captures under each ISA setting this machine can reach).
 """
 
 from __future__ import annotations
@@ -32,12 +36,12 @@ from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
+from bench.harness.arithmetic import RESTARTED_VARIABLE, pinned_environment, restart_pinned
+
 GOLDEN_DIR = Path(__file__).resolve().parent
-# Per machine arithmetic entries: tests/golden/<scale>/<ARITHMETIC_DIR>/<arithmetic name>/.
-ARITHMETIC_DIR = "arithmetic"
-# Two CPUs running the same float program agree to ~1e-13 relative, and to ~1e-5 after a
-# thousand steps of stochastic training (VI) amplify it; a real change moves numbers by more.
-# Trainings that amplify it further hold entries per machine arithmetic (module docstring).
+# In the pinned arithmetic every x86-64 CPU gives the same bits; the tolerance lets a job
+# that does not amplify rounding pass where the arithmetic cannot be pinned, while a real
+# change moves numbers by more.
 RELATIVE_TOLERANCE = 1e-4
 ABSOLUTE_TOLERANCE = 1e-10
 # Experiments that read data files: their goldens hold the data root's origins
@@ -192,13 +196,9 @@ def capture(experiment: str, scale: str) -> dict:
     return entries
 
 
-def golden_path(experiment: str, scale: str, arithmetic: str | None = None) -> Path:
-    """Where the goldens of one experiment at one scale live: the reference ones, or with
-    ``arithmetic`` the entries of that machine arithmetic."""
-    folder = GOLDEN_DIR / scale
-    if arithmetic is not None:
-        folder = folder / ARITHMETIC_DIR / arithmetic
-    return folder / (experiment.replace("/", "__") + ".json")
+def golden_path(experiment: str, scale: str, folder: Path = GOLDEN_DIR) -> Path:
+    """Where the goldens of one experiment at one scale live (under ``folder``)."""
+    return folder / scale / (experiment.replace("/", "__") + ".json")
 
 
 def entry_mismatches(got: dict, expected: dict) -> list[str]:
@@ -207,67 +207,98 @@ def entry_mismatches(got: dict, expected: dict) -> list[str]:
             for m in mismatches(got[part], expected[part], part)]
 
 
-def differing_entries(entries: dict, reference: dict) -> dict:
-    """The entries that differ from ``reference`` beyond the golden tolerance (with the data
-    origins, where held). Every job must have a reference entry, captured from data of the
-    same origins: a ValueError says which does not."""
-    missing = sorted(key for key in entries if key not in reference)
-    if missing:
-        raise ValueError(f"no reference golden for {missing}: capture the reference first")
-    if entries.get(DATA_ORIGINS_KEY) != reference.get(DATA_ORIGINS_KEY):
-        raise ValueError(f"the reference goldens were captured from data of other origins "
-                         f"({reference.get(DATA_ORIGINS_KEY)}; here "
-                         f"{entries.get(DATA_ORIGINS_KEY)})")
-    differ = {key: entry for key, entry in entries.items()
-              if key != DATA_ORIGINS_KEY and entry_mismatches(entry, reference[key])}
-    if differ and DATA_ORIGINS_KEY in entries:
-        differ[DATA_ORIGINS_KEY] = entries[DATA_ORIGINS_KEY]
-    return differ
+def invariant_mismatches(got, expected, path: str = "") -> list[str]:
+    """Where ``got`` breaks what rounding cannot move: the same keys, lengths, strings and
+    non-finite values, every number finite where the stored one is, and inside [0, 1] where
+    the stored one is (probabilities, accuracies, coverages). Numbers are not compared."""
+    if isinstance(expected, dict) and isinstance(got, dict):
+        if set(got) != set(expected):
+            return [f"{path}: keys {sorted(set(got) ^ set(expected))} differ"]
+        return [m for key in expected
+                for m in invariant_mismatches(got[key], expected[key], f"{path}/{key}")]
+    if isinstance(expected, list) and isinstance(got, list):
+        if len(got) != len(expected):
+            return [f"{path}: length {len(got)} != {len(expected)}"]
+        return [m for i, (g, e) in enumerate(zip(got, expected, strict=True))
+                for m in invariant_mismatches(g, e, f"{path}/{i}")]
+    numbers = (int, float)
+    if (isinstance(got, numbers) and isinstance(expected, numbers)
+            and not isinstance(got, bool) and not isinstance(expected, bool)):
+        if math.isfinite(expected) != math.isfinite(got):
+            return [f"{path}: {got!r} where {expected!r} is stored"]
+        if 0.0 <= expected <= 1.0 and not 0.0 <= got <= 1.0:
+            return [f"{path}: {got!r} outside [0, 1] where {expected!r} is stored"]
+        return []
+    same = type(got) is type(expected) and got == expected
+    return [] if same else [f"{path}: {got!r} != {expected!r}"]
 
 
-def store_entries(experiment: str, scale: str, entries: dict, this_machine: bool) -> Path:
-    """Write ``entries`` as the reference goldens of ``experiment`` (removing every
-    per-arithmetic file of it), or with ``this_machine`` as this machine arithmetic's entries
-    (only those differing from the reference, which must exist; no file when none does)."""
-    from tests.golden.arithmetic import arithmetic_name
-
-    reference_path = golden_path(experiment, scale)
-    if not this_machine:
-        for stale in (GOLDEN_DIR / scale / ARITHMETIC_DIR).glob(f"*/{reference_path.name}"):
-            _remove_file(stale)
-        return _write_entries(reference_path, entries)
-    if not reference_path.exists():
-        raise ValueError(f"no reference goldens at {reference_path}: capture them first")
-    path = golden_path(experiment, scale, arithmetic_name())
-    entries = differing_entries(entries, json.loads(reference_path.read_text()))
-    if not entries:
-        _remove_file(path)
-        return path
-    return _write_entries(path, entries)
+def differing_bits(folder: Path, reference: Path) -> list[str]:
+    """Every golden value under ``folder`` that is not bit-identical to the one under
+    ``reference`` (a file missing on either side counts as differing)."""
+    found = []
+    for path in sorted(folder.rglob("*.json")):
+        other = reference / path.relative_to(folder)
+        if not other.exists():
+            found.append(f"{path.relative_to(folder)}: not in {reference}")
+            continue
+        got, stored = json.loads(path.read_text()), json.loads(other.read_text())
+        found.extend(f"{path.relative_to(folder)}: {problem}"
+                     for problem in _bit_mismatches(got, stored))
+    return found
 
 
-def _write_entries(path: Path, entries: dict) -> Path:
+def _bit_mismatches(got, expected, path: str = "") -> list[str]:
+    if isinstance(expected, dict) and isinstance(got, dict):
+        if set(got) != set(expected):
+            return [f"{path}: keys {sorted(set(got) ^ set(expected))} differ"]
+        return [m for key in expected
+                for m in _bit_mismatches(got[key], expected[key], f"{path}/{key}")]
+    if isinstance(expected, list) and isinstance(got, list) and len(got) == len(expected):
+        return [m for i, (g, e) in enumerate(zip(got, expected, strict=True))
+                for m in _bit_mismatches(g, e, f"{path}/{i}")]
+    same = type(got) is type(expected) and (got == expected or got != got and expected != expected)
+    return [] if same else [f"{path}: {got!r} != {expected!r}"]
+
+
+def store_entries(path: Path, entries: dict) -> Path:
+    """Write ``entries`` as the goldens at ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n")
     return path
 
 
-def _remove_file(path: Path) -> None:
-    """Remove ``path`` (if there) and its folder once empty."""
-    path.unlink(missing_ok=True)
-    if path.parent.is_dir() and not any(path.parent.iterdir()):
-        path.parent.rmdir()
+def restart_changed(changed: dict[str, str]) -> str | None:
+    """Start this command again in the pinned arithmetic with ``changed`` on top (once)."""
+    if os.environ.get(RESTARTED_VARIABLE):
+        return None
+    os.execve(sys.executable, [sys.executable, "-m", "tests.golden.capture", *sys.argv[1:]],
+              {**pinned_environment(), **changed, RESTARTED_VARIABLE: "1"})
+    return None  # not reached: execve does not return
 
 
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--scale", default="smoke")
-    parser.add_argument("--arithmetic", action="store_true",
-                        help="store this machine arithmetic's entries (where they differ from "
-                             "the reference goldens) instead of the reference goldens")
+    parser.add_argument("--into", type=Path, default=GOLDEN_DIR,
+                        help="write the goldens under this folder instead of tests/golden")
+    parser.add_argument("--same-bits-as", type=Path, default=None,
+                        help="then list every value not bit-identical to the goldens there")
+    parser.add_argument("--with", dest="changes", action="append", default=[],
+                        metavar="NAME=VALUE",
+                        help="set NAME=VALUE after the pinned arithmetic (a measurement of "
+                             "what one kernel setting moves, with --into; never for goldens)")
     parser.add_argument("experiments", nargs="*")
     args = parser.parse_args(argv)
+    if args.changes and args.into == GOLDEN_DIR:
+        parser.error("--with measures another arithmetic: give --into")
+    if argv is None:
+        changed = dict(change.split("=", 1) for change in args.changes)
+        why = (restart_changed(changed) if changed
+               else restart_pinned("tests.golden.capture", sys.argv[1:]))
+        if why:
+            sys.exit(f"error: goldens are captured in the pinned arithmetic, and here {why}")
     chosen = args.experiments or (list(CHEAP_AT_CPU) if args.scale == "cpu" else experiments())
     os.environ.setdefault("BENCH_RESULTS_DIR", tempfile.mkdtemp(prefix="golden-"))
     root = golden_data_root(Path(tempfile.mkdtemp(prefix="golden-data-")))
@@ -277,9 +308,12 @@ def main(argv: list[str] | None = None) -> int:
         entries = capture(experiment, args.scale)
         if reads_data_files(experiment):
             entries[DATA_ORIGINS_KEY] = comparable_origins(root.origins)
-        path = store_entries(experiment, args.scale, entries, this_machine=args.arithmetic)
-        print(f"  -> {path if path.exists() else 'no entry differs from the reference'}",
-              flush=True)
+        path = store_entries(golden_path(experiment, args.scale, args.into), entries)
+        print(f"  -> {path}", flush=True)
+    if args.same_bits_as is not None:
+        differ = differing_bits(args.into / args.scale, args.same_bits_as / args.scale)
+        print("\n".join(differ) or f"every value bit-identical to {args.same_bits_as}")
+        return 1 if differ else 0
     return 0
 
 

@@ -5,9 +5,12 @@ figure arrays of every job at ``smoke`` scale (and at ``cpu`` scale for the chea
 captured before the code moved (``python -m tests.golden.capture``). Re-running each job must
 give the same numbers to a relative 1e-4 (another CPU sums in another order and differs in the
 last digits, which a thousand stochastic training steps amplify to ~1e-5; a code change moves
-numbers by more), and a complete record. Jobs whose training amplifies those digits further
-compare with their entry for this machine's arithmetic where one is stored
-(``tests/golden/<scale>/arithmetic/<name>/``, :mod:`tests.golden.arithmetic`). UCI jobs
+numbers by more), and a complete record. The jobs run in the pinned arithmetic
+(:mod:`bench.harness.arithmetic`, set by ``tests/conftest.py``), in which every x86-64 CPU
+gives the goldens' bits, so a training that amplifies rounding is compared like any other job.
+Where this process cannot compute in it (another processor, or pytest started in one process
+without the start-up variables), an entry that moved beyond the tolerance is compared on its
+invariants only and reported skipped, with the reason. UCI jobs
 need the shared data files the goldens were captured from; they are skipped on generated
 data. These goldens are also the smoke-scale end-to-end test of every experiment (complete
 record, written to disk).
@@ -24,16 +27,16 @@ from pathlib import Path
 
 import pytest
 
+from bench.harness.arithmetic import unpinned_because
 from bench.harness.records import REQUIRED_FIELDS
 from bench.reporting.registry import results_experiment
-from tests.golden.arithmetic import arithmetic_name
 from tests.golden.capture import (
     DATA_ORIGINS_KEY,
     GOLDEN_DIR,
     comparable_origins,
     entry_mismatches,
     golden_data_root,
-    golden_path,
+    invariant_mismatches,
     reads_data_files,
     run_job,
 )
@@ -55,14 +58,11 @@ def _stored_entries(path: Path) -> dict:
 
 
 def golden_jobs(scale: str) -> list[tuple[str, str, dict]]:
-    """(experiment, job key, stored entry) for every golden job of ``scale``: this machine
-    arithmetic's entry where one is stored, else the reference one."""
+    """(experiment, job key, stored entry) for every golden job of ``scale``."""
     jobs = []
     for path in sorted((GOLDEN_DIR / scale).glob("*.json")):
         experiment = path.stem.replace("__", "/")
-        stored = _stored_entries(path)
-        stored.update(_stored_entries(golden_path(experiment, scale, arithmetic_name())))
-        jobs.extend((experiment, key, entry) for key, entry in stored.items())
+        jobs.extend((experiment, key, entry) for key, entry in _stored_entries(path).items())
     return jobs
 
 
@@ -104,8 +104,14 @@ def _check(experiment: str, key: str, expected: dict, tmp_path, monkeypatch,
     stored = folder / "record.json"
     assert json.loads(stored.read_text())["cells"] == record["cells"]
     problems = entry_mismatches(got, expected)
-    assert not problems, (f"{problems} (golden {expected[GOLDEN_SOURCE_KEY]}; this machine's "
-                          f"arithmetic is {arithmetic_name()})")
+    unpinned = unpinned_because() if problems else None
+    if unpinned:
+        broken = [m for part in ("status", "cells", "metrics", "arrays")
+                  for m in invariant_mismatches(got[part], expected[part], part)]
+        assert not broken, f"{broken} (golden {expected[GOLDEN_SOURCE_KEY]})"
+        pytest.skip(f"arithmetic not pinned here ({unpinned}): compared on invariants only; "
+                    f"{len(problems)} values moved beyond the tolerance, e.g. {problems[0]}")
+    assert not problems, f"{problems} (golden {expected[GOLDEN_SOURCE_KEY]}, pinned arithmetic)"
 
 
 @pytest.mark.parametrize(("experiment", "key", "expected"), golden_jobs("smoke"),

@@ -132,8 +132,11 @@ def test_kron_variance_diagonal_is_the_diagonal_of_laplace_torchs_functional_var
 
 def test_ensemble_training_benchmark_times_both_paths_and_finds_the_same_networks(tmp_path):
     """The quick run trains the members together and one by one, prints the ratio and a weight
-    difference at float rounding."""
+    difference at float rounding (the bound: tests/unit/training/test_stacked_training.py's,
+    which holds in the pinned arithmetic and is looser where it cannot be pinned). Both paths
+    must have run; their speed is the benchmark's to print, not a test's to judge."""
     from bench.benchmarks.ensemble_training_speed import main
+    from tests.unit.training.test_stacked_training import TOLERANCE
 
     out = tmp_path / "ensemble-perf.md"
     main(["--quick", "--threads", "1", "--out", str(out)])
@@ -142,7 +145,7 @@ def test_ensemble_training_benchmark_times_both_paths_and_finds_the_same_network
         assert sum(line.startswith(f"| {label}") for line in lines) == 1, label
     difference = next(line for line in lines if line.startswith("Target:"))
     weights = difference.split("Largest weight difference between the paths: ")[1]
-    assert float(weights.split(";")[0]) < 1e-5
+    assert float(weights.split(";")[0]) < TOLERANCE
 
 
 @pytest.mark.second_tier

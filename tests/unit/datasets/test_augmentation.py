@@ -110,6 +110,7 @@ def test_augmentation_enters_the_recipe_hash_and_none_keeps_old_hashes():
         wrn_recipe("flip")
 
 
+@pytest.mark.second_tier
 def test_augmented_training_resumes_bit_for_bit_and_differs_from_plain(tmp_path):
     g = make_generator(0)
     images = torch.randn(24, 3, 32, 32, generator=g)

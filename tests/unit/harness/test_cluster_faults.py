@@ -44,6 +44,7 @@ def test_a_job_stopped_at_its_time_limit_leaves_no_failed_record(tmp_path):
     assert not [path for path in tmp_path.rglob("*") if path.is_file()]
 
 
+@pytest.mark.second_tier
 def test_a_failure_noted_by_a_job_in_another_process_reaches_the_submitting_command(
         tmp_path, monkeypatch, capsys):
     folder = tmp_path / "ssla" / "table-7" / "smoke" / "0123456789ab"

@@ -1,22 +1,19 @@
 """The golden comparison: tolerant to last-digit float noise, strict about real changes; the
-entries kept per machine arithmetic."""
+invariants compared where the arithmetic cannot be pinned; the bit-for-bit comparison of two
+captures."""
 
 from __future__ import annotations
 
-import json
 import math
 
-import pytest
-import torch
-
-from tests.golden import capture
-from tests.golden.arithmetic import arithmetic_name
 from tests.golden.capture import (
-    DATA_ORIGINS_KEY,
     arrays_fingerprint,
-    differing_entries,
+    differing_bits,
     entry_mismatches,
+    golden_path,
+    invariant_mismatches,
     mismatches,
+    store_entries,
 )
 
 
@@ -62,59 +59,38 @@ def _entry(value: float, status: str = "ok") -> dict:
     return {"status": status, "cells": [["row", "col", value]], "metrics": {}, "arrays": {}}
 
 
-def test_only_entries_that_differ_from_the_reference_are_kept_per_arithmetic():
-    origins = {DATA_ORIGINS_KEY: {"uci/boston": "linked"}}
-    reference = {"a": _entry(1.0), "b": _entry(2.0), **origins}
-    entries = {"a": _entry(1.0 + 1e-9), "b": _entry(2.1), **origins}
-
-    assert differing_entries(entries, reference) == {"b": _entry(2.1), **origins}
-    assert differing_entries({"a": _entry(1.0), **origins}, reference) == {}
+def test_a_status_change_is_a_mismatch():
     assert entry_mismatches(_entry(1.0, "failed"), _entry(1.0)) == ["status: 'failed' != 'ok'"]
 
 
-def test_entries_without_a_reference_or_from_other_data_are_refused():
-    reference = {"a": _entry(1.0), DATA_ORIGINS_KEY: {"uci/boston": "linked"}}
+def test_invariants_ignore_a_moved_number_but_not_a_lost_value_or_a_probability_out_of_range():
+    stored = {"cells": [["row", "acc", 0.8], ["row", "nll", 2.5], ["row", "gap", None]]}
 
-    with pytest.raises(ValueError, match=r"no reference golden for \['c'\]"):
-        differing_entries({"c": _entry(3.0), DATA_ORIGINS_KEY: {"uci/boston": "linked"}},
-                          reference)
-    with pytest.raises(ValueError, match="data of other origins"):
-        differing_entries({"a": _entry(1.5), DATA_ORIGINS_KEY: {"uci/boston": "generated"}},
-                          reference)
-
-
-def test_per_arithmetic_entries_are_stored_beside_the_reference_and_dropped_with_it(
-        tmp_path, monkeypatch):
-    monkeypatch.setattr(capture, "GOLDEN_DIR", tmp_path)
-    with pytest.raises(ValueError, match="no reference goldens"):
-        capture.store_entries("paper/table", "smoke", {"a": _entry(1.0)}, this_machine=True)
-    capture.store_entries("paper/table", "smoke", {"a": _entry(1.0), "b": _entry(2.0)},
-                          this_machine=False)
-    mine = capture.store_entries("paper/table", "smoke", {"a": _entry(1.0), "b": _entry(2.5)},
-                                 this_machine=True)
-
-    assert mine == tmp_path / "smoke" / "arithmetic" / arithmetic_name() / "paper__table.json"
-    assert json.loads(mine.read_text()) == {"b": _entry(2.5)}
-    assert capture.store_entries("paper/table", "smoke", {"a": _entry(1.0), "b": _entry(2.0)},
-                                 this_machine=True) == mine
-    assert not mine.parent.exists()
-
-    capture.store_entries("paper/table", "smoke", {"a": _entry(1.0), "b": _entry(2.5)},
-                          this_machine=True)
-    capture.store_entries("paper/table", "smoke", {"a": _entry(1.5), "b": _entry(2.0)},
-                          this_machine=False)
-    assert not mine.exists()
-    assert json.loads((tmp_path / "smoke" / "paper__table.json").read_text())["a"] == _entry(1.5)
+    assert invariant_mismatches({"cells": [["row", "acc", 0.3], ["row", "nll", 9.0],
+                                           ["row", "gap", None]]}, stored) == []
+    assert invariant_mismatches({"cells": [["row", "acc", 1.2], ["row", "nll", 9.0],
+                                           ["row", "gap", None]]}, stored) == [
+        "/cells/0/2: 1.2 outside [0, 1] where 0.8 is stored"]
+    assert invariant_mismatches({"cells": [["row", "acc", 0.3], ["row", "nll", math.inf],
+                                           ["row", "gap", None]]}, stored) == [
+        "/cells/1/2: inf where 2.5 is stored"]
+    assert invariant_mismatches({"cells": [["row", "acc", 0.3], ["row", "nll", 9.0]]},
+                                stored) == ["/cells: length 2 != 3"]
+    assert invariant_mismatches({"cells": [["row", "acc", 0.3], ["row", "nll", 9.0],
+                                           ["row", "gap", 0.1]]}, stored) == [
+        "/cells/2/2: 0.1 != None"]
 
 
-def test_the_arithmetic_name_is_computed_in_one_thread_and_leaves_the_thread_count():
-    first = arithmetic_name()
-    arithmetic_name.cache_clear()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        assert arithmetic_name() == first
-        assert torch.get_num_threads() == 2
-    finally:
-        torch.set_num_threads(threads)
-    assert first.startswith("cpu-") and len(first) == 14
+def test_two_captures_compare_bit_for_bit(tmp_path):
+    entries = {"job": _entry(0.1 + 0.2)}
+    store_entries(golden_path("paper/table", "smoke", tmp_path / "a"), entries)
+    store_entries(golden_path("paper/table", "smoke", tmp_path / "b"), entries)
+    assert differing_bits(tmp_path / "a", tmp_path / "b") == []
+
+    store_entries(golden_path("paper/table", "smoke", tmp_path / "b"),
+                  {"job": _entry(0.30000000000000004 + 1e-16)})
+    assert differing_bits(tmp_path / "a", tmp_path / "b") == [
+        "smoke/paper__table.json: /job/cells/0/2: 0.30000000000000004 != 0.30000000000000016"]
+    store_entries(golden_path("paper/other", "smoke", tmp_path / "a"), entries)
+    assert differing_bits(tmp_path / "a", tmp_path / "b")[0].startswith(
+        "smoke/paper__other.json: not in")

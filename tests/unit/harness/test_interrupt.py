@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import types
 
+from bench.cli import interrupt
 from bench.cli.interrupt import INTERRUPTED, main_status
 
 
@@ -35,3 +36,18 @@ def test_ctrl_c_in_main_is_one_line_and_status_130(monkeypatch, capsys):
     assert main_status(_command(monkeypatch, interrupted)) == 130
     assert capsys.readouterr().err.splitlines() == [INTERRUPTED]
     assert INTERRUPTED.startswith("interrupted") and "skip" in INTERRUPTED
+
+
+def test_the_ready_file_exists_before_the_commands_module_is_imported(tmp_path, monkeypatch):
+    """A supervisor that waits for the ready file interrupts inside the handled span."""
+    ready = tmp_path / "ready"
+    monkeypatch.setenv(interrupt.READY_FILE_VARIABLE, str(ready))
+    seen = []
+
+    def importing(module):
+        seen.append(ready.exists())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(interrupt.importlib, "import_module", importing)
+    assert interrupt.main_status("some.command") == interrupt.INTERRUPTED_STATUS
+    assert seen == [True]

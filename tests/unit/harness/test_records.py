@@ -128,6 +128,7 @@ def test_report_lists_a_damaged_record_and_keeps_a_report_of_another_scale(tmp_p
     assert report_main([*args, "--replace-scale"]) == 0
 
 
+@pytest.mark.second_tier
 def test_versions_name_the_cpu_kernels_torch_dispatches_to():
     """Records say which vector kernels ran (AVX2 vs AVX512 results differ in the last bits,
     which long stochastic trainings amplify); ATEN_CPU_CAPABILITY changes what is recorded."""

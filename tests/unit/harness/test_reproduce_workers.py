@@ -116,3 +116,17 @@ def test_a_one_seed_grid_runs_on_every_core(capsys):
     lines = capsys.readouterr().out.strip().splitlines()
     assert [line.split("dataset=")[1].split()[0] for line in lines] == ["mnist",
                                                                         "fashion_mnist"]
+
+
+def test_pinned_arithmetic_is_handed_to_the_multiruns_it_starts(monkeypatch, capsys):
+    """Called with arguments (not from the command line), ``--pinned-arithmetic`` cannot pin
+    this process from its start, so it sets the variables its multiruns start with."""
+    from bench.harness.arithmetic import PINNED_ARITHMETIC
+
+    for name in PINNED_ARITHMETIC:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    assert reproduce.main(["ssla/table-2", "--scale", "cpu", "--dry-run",
+                           "--pinned-arithmetic"]) == 0
+    assert {name: reproduce.os.environ.get(name) for name in PINNED_ARITHMETIC} == \
+        PINNED_ARITHMETIC

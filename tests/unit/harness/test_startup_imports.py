@@ -10,6 +10,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import REPO
 
 HEAVY = ("torchvision", "scipy", "pandas", "lightning", "pyro", "laplace", "matplotlib",
@@ -18,6 +20,7 @@ STARTUP = ("bench.cli.run_command", "bench.harness.jobs", "bench.contracts.metho
            "bench.contracts.capabilities", "bench.harness.task_inputs")
 
 
+@pytest.mark.second_tier
 def test_the_job_start_up_imports_no_heavy_library():
     probe = (f"import sys\nfor m in {STARTUP!r}: __import__(m)\n"
              f"print(sorted(h for h in {HEAVY!r} if h in sys.modules))")

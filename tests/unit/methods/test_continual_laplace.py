@@ -282,6 +282,7 @@ def assert_same(first: dict[str, Tensor], second: dict[str, Tensor]) -> None:
         assert torch.equal(first[key], second[key]), key
 
 
+@pytest.mark.second_tier
 @pytest.mark.parametrize("structure", ["diag", "kron"])
 def test_a_rerun_loads_finished_tasks_and_gives_the_same_posterior(structure, tmp_path):
     whole = small_method(structure)
@@ -307,6 +308,7 @@ class Killed(Exception):
     """Stands for a kill in the middle of a task."""
 
 
+@pytest.mark.second_tier
 def test_a_run_killed_mid_task_resumes_from_its_epoch_checkpoint(tmp_path, monkeypatch):
     reference = small_method("kron")
     for task in tasks_of(str(tmp_path / "a")):

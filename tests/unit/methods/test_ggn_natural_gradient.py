@@ -181,12 +181,18 @@ def test_method_adapters_fit_predict_and_repeat_bit_for_bit(algorithm, likelihoo
 
 
 def test_laplace_ggn_method_reports_stationarity_and_evidence():
+    """Adam at a fixed step ends on a gradient-norm floor whose height moves with the
+    arithmetic (0.006 native, 0.10 pinned after 3000 steps); the polish reaches its tolerance
+    in both, and the reported norm is the objective's own (autograd)."""
     x, y = toy_data("gaussian")
     method = LaplaceGGN(likelihood="gaussian", prior_precision=DELTA, noise_variance=NOISE,
-                        hidden=(6, 6), lr=1e-2, steps=3000, n_predictive_samples=20)
+                        hidden=(6, 6), lr=1e-2, steps=1000, n_predictive_samples=20,
+                        polish_iterations=200, polish_tolerance=1e-4)
     diagnostics = method.fit(TrainingSet(x, y), seed=0)
-    assert diagnostics["gradient_norm"] < 1e-1
-    assert diagnostics["blr_mean_shift"] < 1e-2
+    assert diagnostics["gradient_norm"] < 1e-4 < diagnostics["adam_gradient_norm"]
+    assert diagnostics["gradient_norm"] == pytest.approx(map_gradient_norm(
+        method.model.linearisation_point, x, y, method.likelihood_model()), rel=1e-6)
+    assert diagnostics["blr_mean_shift"] < 1e-4
     assert diagnostics["n_params"] == TINY.n_params
     torch.testing.assert_close(method.model.posterior.mean, method.model.linearisation_point)
     nn = method.function_samples(x, "nn")

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import bench.training.stored_network_set as network_set
+from bench.harness.arithmetic import unpinned_because
 from bench.harness.rng import make_generator
 from bench.models.classifiers import build_classifier
 from bench.training.classifier import TrainingStage
@@ -29,7 +30,11 @@ STAGES = (TrainingStage(epochs=2, lr=1e-3, batch_size=16, weight_decay=5e-4,
                         schedule="cosine"),
           TrainingStage(epochs=1, lr=0.01, batch_size=16, optimizer="sgd", momentum=0.9,
                         weight_decay=0.01, weight_decay_mode="objective"))
-TOLERANCE = 1e-5
+# Largest weight difference between the two paths: in the pinned arithmetic (the tests' own,
+# the same bits on every x86-64 CPU) at most 3e-6 measured on these recipes; with native
+# kernels the grouped and the single convolution round apart and training grows it (7.7e-5
+# measured with AVX2 kernels on crop_flip), still far below the 1e-2 between two members.
+TOLERANCE = 1e-5 if unpinned_because() is None else 1e-3
 
 
 def recipe(model: str = "lenet_redux", augmentation: str = "none") -> TrainingRecipe:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import optuna
+import pytest
 from optuna.trial import TrialState
 
 from bench.tuning.study import fail_stale_trials
@@ -19,6 +20,7 @@ def _running_trial(study: optuna.Study, host: str, pid: int) -> int:
     return trial.number
 
 
+@pytest.mark.second_tier
 def test_only_trials_of_stopped_workers_are_failed(tmp_path):
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.create_study(storage=f"sqlite:///{tmp_path / 'study.db'}")
