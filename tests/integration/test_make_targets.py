@@ -26,16 +26,22 @@ def make(*args: str) -> list[str]:
     return proc.stdout.splitlines()
 
 
+# The README's main job runs in the pinned arithmetic (its committed report is what another
+# x86-64 machine gets back); every other target keeps the native kernels.
+PINNED = {"reproduce-table-2": " --pinned-arithmetic"}
+
+
 @pytest.mark.parametrize("target, artifact", [
     ("reproduce-table-2", "ssla/table-2"),
     ("reproduce-subnet-figure-1", "subnet/figure-1"),
 ])
 def test_dry_run_prints_the_reproduce_line(target, artifact):
+    pinned = PINNED.get(target, "")
     assert make("-n", target, "SCALE=cpu", f"PY={sys.executable}") == [
-        f"{sys.executable} -m bench.reproduce {artifact} --scale cpu"]
+        f"{sys.executable} -m bench.reproduce {artifact} --scale cpu{pinned}"]
     # Without PY the project's own .venv is used (and installed first when missing).
     lines = make("-n", target, "SCALE=smoke", "VENV=.venv")
-    assert lines[-1] == f".venv/bin/python -m bench.reproduce {artifact} --scale smoke"
+    assert lines[-1] == f".venv/bin/python -m bench.reproduce {artifact} --scale smoke{pinned}"
 
 
 def test_every_artifact_target_and_short_form_reproduces_its_own_artifact():
@@ -43,7 +49,8 @@ def test_every_artifact_target_and_short_form_reproduces_its_own_artifact():
         for target in {f"reproduce-{spec.paper}-{spec.artifact}",
                        make_target(spec.paper, spec.artifact)}:
             assert make("-n", target, "SCALE=smoke", f"PY={sys.executable}") == [
-                f"{sys.executable} -m bench.reproduce {key} --scale smoke"], target
+                f"{sys.executable} -m bench.reproduce {key} --scale smoke"
+                f"{PINNED.get(target, '')}"], target
 
 
 @pytest.mark.second_tier
