@@ -133,28 +133,61 @@ def arrays_fingerprint(arrays) -> dict:
     return found
 
 
+def _is_number(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _walk(got, expected, path: str, numbers) -> list[str]:
+    """Where ``got`` differs from ``expected``: keys, lengths, strings and ``None`` exactly,
+    each pair of numbers by ``numbers(got, expected, path)`` (the problems it finds)."""
+    if isinstance(expected, dict) and isinstance(got, dict):
+        if set(got) != set(expected):
+            return [f"{path}: keys {sorted(set(got) ^ set(expected))} differ"]
+        return [m for key in expected
+                for m in _walk(got[key], expected[key], f"{path}/{key}", numbers)]
+    if isinstance(expected, list) and isinstance(got, list):
+        if len(got) != len(expected):
+            return [f"{path}: length {len(got)} != {len(expected)}"]
+        return [m for i, (g, e) in enumerate(zip(got, expected, strict=True))
+                for m in _walk(g, e, f"{path}/{i}", numbers)]
+    if _is_number(got) and _is_number(expected):
+        return numbers(got, expected, path)
+    same = type(got) is type(expected) and got == expected
+    return [] if same else [f"{path}: {got!r} != {expected!r}"]
+
+
+def _within_tolerance(got, expected, path: str) -> list[str]:
+    if math.isclose(got, expected, rel_tol=RELATIVE_TOLERANCE, abs_tol=ABSOLUTE_TOLERANCE):
+        return []
+    return [f"{path}: {got!r} != {expected!r}"]
+
+
+def _same_bits(got, expected, path: str) -> list[str]:
+    same = type(got) is type(expected) and got == expected
+    return [] if same else [f"{path}: {got!r} != {expected!r}"]
+
+
+def _same_invariants(got, expected, path: str) -> list[str]:
+    if math.isfinite(expected) != math.isfinite(got):
+        return [f"{path}: {got!r} where {expected!r} is stored"]
+    if 0.0 <= expected <= 1.0 and not 0.0 <= got <= 1.0:
+        return [f"{path}: {got!r} outside [0, 1] where {expected!r} is stored"]
+    return []
+
+
 def mismatches(got, expected, path: str = "") -> list[str]:
     """Where ``got`` differs from ``expected`` beyond the golden tolerance (empty: they match).
 
     Numbers compare to ``RELATIVE_TOLERANCE`` / ``ABSOLUTE_TOLERANCE``; everything else
     (strings, ``None``, lengths, keys) exactly."""
-    if isinstance(expected, dict) and isinstance(got, dict):
-        if set(got) != set(expected):
-            return [f"{path}: keys {sorted(set(got) ^ set(expected))} differ"]
-        return [m for key in expected for m in mismatches(got[key], expected[key], f"{path}/{key}")]
-    if isinstance(expected, list) and isinstance(got, list):
-        if len(got) != len(expected):
-            return [f"{path}: length {len(got)} != {len(expected)}"]
-        return [m for i, (g, e) in enumerate(zip(got, expected, strict=True))
-                for m in mismatches(g, e, f"{path}/{i}")]
-    numbers = (int, float)
-    if (isinstance(got, numbers) and isinstance(expected, numbers)
-            and not isinstance(got, bool) and not isinstance(expected, bool)):
-        if math.isclose(got, expected, rel_tol=RELATIVE_TOLERANCE, abs_tol=ABSOLUTE_TOLERANCE):
-            return []
-        return [f"{path}: {got!r} != {expected!r}"]
-    same = type(got) is type(expected) and got == expected
-    return [] if same else [f"{path}: {got!r} != {expected!r}"]
+    return _walk(got, expected, path, _within_tolerance)
+
+
+def invariant_mismatches(got, expected, path: str = "") -> list[str]:
+    """Where ``got`` breaks what rounding cannot move: the same keys, lengths, strings and
+    non-finite values, every number finite where the stored one is, and inside [0, 1] where
+    the stored one is (probabilities, accuracies, coverages). Numbers are not compared."""
+    return _walk(got, expected, path, _same_invariants)
 
 
 def run_job(job: list[str], with_record: bool = False):
@@ -207,32 +240,6 @@ def entry_mismatches(got: dict, expected: dict) -> list[str]:
             for m in mismatches(got[part], expected[part], part)]
 
 
-def invariant_mismatches(got, expected, path: str = "") -> list[str]:
-    """Where ``got`` breaks what rounding cannot move: the same keys, lengths, strings and
-    non-finite values, every number finite where the stored one is, and inside [0, 1] where
-    the stored one is (probabilities, accuracies, coverages). Numbers are not compared."""
-    if isinstance(expected, dict) and isinstance(got, dict):
-        if set(got) != set(expected):
-            return [f"{path}: keys {sorted(set(got) ^ set(expected))} differ"]
-        return [m for key in expected
-                for m in invariant_mismatches(got[key], expected[key], f"{path}/{key}")]
-    if isinstance(expected, list) and isinstance(got, list):
-        if len(got) != len(expected):
-            return [f"{path}: length {len(got)} != {len(expected)}"]
-        return [m for i, (g, e) in enumerate(zip(got, expected, strict=True))
-                for m in invariant_mismatches(g, e, f"{path}/{i}")]
-    numbers = (int, float)
-    if (isinstance(got, numbers) and isinstance(expected, numbers)
-            and not isinstance(got, bool) and not isinstance(expected, bool)):
-        if math.isfinite(expected) != math.isfinite(got):
-            return [f"{path}: {got!r} where {expected!r} is stored"]
-        if 0.0 <= expected <= 1.0 and not 0.0 <= got <= 1.0:
-            return [f"{path}: {got!r} outside [0, 1] where {expected!r} is stored"]
-        return []
-    same = type(got) is type(expected) and got == expected
-    return [] if same else [f"{path}: {got!r} != {expected!r}"]
-
-
 def differing_bits(folder: Path, reference: Path) -> list[str]:
     """Every golden value under ``folder`` that is not bit-identical to the one under
     ``reference`` (a file missing on either side counts as differing)."""
@@ -244,21 +251,8 @@ def differing_bits(folder: Path, reference: Path) -> list[str]:
             continue
         got, stored = json.loads(path.read_text()), json.loads(other.read_text())
         found.extend(f"{path.relative_to(folder)}: {problem}"
-                     for problem in _bit_mismatches(got, stored))
+                     for problem in _walk(got, stored, "", _same_bits))
     return found
-
-
-def _bit_mismatches(got, expected, path: str = "") -> list[str]:
-    if isinstance(expected, dict) and isinstance(got, dict):
-        if set(got) != set(expected):
-            return [f"{path}: keys {sorted(set(got) ^ set(expected))} differ"]
-        return [m for key in expected
-                for m in _bit_mismatches(got[key], expected[key], f"{path}/{key}")]
-    if isinstance(expected, list) and isinstance(got, list) and len(got) == len(expected):
-        return [m for i, (g, e) in enumerate(zip(got, expected, strict=True))
-                for m in _bit_mismatches(g, e, f"{path}/{i}")]
-    same = type(got) is type(expected) and (got == expected or got != got and expected != expected)
-    return [] if same else [f"{path}: {got!r} != {expected!r}"]
 
 
 def store_entries(path: Path, entries: dict) -> Path:
