@@ -53,11 +53,19 @@ def pinned_environment(environ: Mapping[str, str] | None = None) -> dict[str, st
     return {**(os.environ if environ is None else environ), **PINNED_ARITHMETIC}
 
 
+def is_x86_64() -> bool:
+    """Whether this CPU is an x86-64 one (the only kind the pinned arithmetic is defined for;
+    elsewhere its variables name features the libraries do not know)."""
+    return platform.machine().lower() in X86_64_MACHINES
+
+
 def pin_arithmetic() -> None:
-    """Set the pinned arithmetic's variables in this process's environment: the processes it
-    starts run in the pinned arithmetic, and so does this one where the libraries have not
-    chosen their kernels yet (all but glibc's, see :func:`unpinned_because`)."""
-    os.environ.update(PINNED_ARITHMETIC)
+    """Set the pinned arithmetic's variables in this process's environment (on x86-64; a no-op
+    elsewhere): the processes it starts run in the pinned arithmetic, and so does this one
+    where the libraries have not chosen their kernels yet (all but glibc's, see
+    :func:`unpinned_because`)."""
+    if is_x86_64():
+        os.environ.update(PINNED_ARITHMETIC)
 
 
 def _start_environment() -> dict[str, str] | None:
@@ -75,7 +83,7 @@ def unpinned_because() -> str | None:
 
     Every variable must hold its pinned value now, and those read at start-up must have held
     it when the process started; the CPU must be an x86-64 one."""
-    if platform.machine().lower() not in X86_64_MACHINES:
+    if not is_x86_64():
         return f"a {platform.machine()} CPU: the pinned arithmetic is defined for x86-64 only"
     differ = sorted(name for name, value in PINNED_ARITHMETIC.items()
                     if os.environ.get(name) != value)
@@ -96,7 +104,7 @@ def restart_pinned(module: str, args: list[str]) -> str | None:
     unless it computes in it already (None) or cannot (the reason: another processor, or a
     restart that did not pin it)."""
     why = unpinned_because()
-    if why is None or platform.machine().lower() not in X86_64_MACHINES:
+    if why is None or not is_x86_64():
         return why
     if os.environ.get(RESTARTED_VARIABLE):
         return f"{why}, after a restart in it"
@@ -112,5 +120,6 @@ def arithmetic_mode() -> str:
 
 if __name__ == "__main__":
     # ``env $(python -m bench.harness.arithmetic) <command>`` runs a command pinned from its
-    # start (no value holds a space).
-    print(" ".join(f"{name}={value}" for name, value in PINNED_ARITHMETIC.items()))
+    # start (no value holds a space); on another processor it prints nothing.
+    if is_x86_64():
+        print(" ".join(f"{name}={value}" for name, value in PINNED_ARITHMETIC.items()))

@@ -51,5 +51,13 @@ def test_a_command_started_in_the_printed_environment_is_pinned_and_one_started_
     modes = [subprocess.run(["env", *start, sys.executable, "-c", script], cwd=REPO, env=native,
                             capture_output=True, text=True, check=True).stdout.strip()
              for start in (assignments, [])]
-    x86 = arithmetic.platform.machine().lower() in arithmetic.X86_64_MACHINES
-    assert modes == (["pinned", "native"] if x86 else ["native", "native"])
+    assert modes == (["pinned", "native"] if arithmetic.is_x86_64() else ["native", "native"])
+
+
+def test_nothing_is_pinned_on_another_processor(monkeypatch):
+    """Its variables name x86 features that an Arm build of numpy or glibc does not know."""
+    monkeypatch.setattr(arithmetic.platform, "machine", lambda: "aarch64")
+    for name in PINNED_ARITHMETIC:
+        monkeypatch.delenv(name, raising=False)
+    arithmetic.pin_arithmetic()
+    assert not any(name in os.environ for name in PINNED_ARITHMETIC)
