@@ -45,7 +45,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from bench.cli.interrupt import INTERRUPTED, INTERRUPTED_STATUS
 from bench.cli.job_pool import ExperimentPlan, Terminated, combined_status, run_plans
-from bench.harness.arithmetic import pin_arithmetic, restart_pinned, unpinned_because
+from bench.harness.arithmetic import pin_arithmetic, restart_pinned
 from bench.harness.errors import ConfigError, require_choice
 from bench.harness.finished_jobs import apply_scale_overrides
 from bench.harness.method_membership import SWEEP_BY_MEMBERSHIP, methods_appearing_in
@@ -404,7 +404,7 @@ def run_pinned(argv: list[str] | None) -> None:
     pinned from their start. Where it cannot be pinned, one line says so and the native
     kernels run."""
     why = restart_pinned("bench.reproduce", sys.argv[1:]) if argv is None else None
-    if why and unpinned_because():
+    if why:
         print(f"note: --pinned-arithmetic: {why}; running the native kernels", file=sys.stderr)
         return
     pin_arithmetic()

@@ -99,17 +99,22 @@ def unpinned_because() -> str | None:
     return None
 
 
-def restart_pinned(module: str, args: list[str]) -> str | None:
+def restart_pinned(module: str, args: list[str],
+                   changes: Mapping[str, str] | None = None) -> str | None:
     """Replace this process by ``python -m module args`` started in the pinned arithmetic,
     unless it computes in it already (None) or cannot (the reason: another processor, or a
-    restart that did not pin it)."""
+    restart that did not pin it). With ``changes`` (variables set on top of the pin, a
+    measurement of what they move) it restarts once, unless it is that restart (None)."""
     why = unpinned_because()
-    if why is None or not is_x86_64():
+    if changes:
+        if os.environ.get(RESTARTED_VARIABLE):
+            return None
+    elif why is None or not is_x86_64():
         return why
-    if os.environ.get(RESTARTED_VARIABLE):
+    elif os.environ.get(RESTARTED_VARIABLE):
         return f"{why}, after a restart in it"
     os.execve(sys.executable, [sys.executable, "-m", module, *args],
-              {**pinned_environment(), RESTARTED_VARIABLE: "1"})
+              {**pinned_environment(), **(changes or {}), RESTARTED_VARIABLE: "1"})
     return None  # not reached: execve does not return
 
 

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from bench.harness.arithmetic import RESTARTED_VARIABLE, pinned_environment, restart_pinned
+from bench.harness.arithmetic import restart_pinned
 
 GOLDEN_DIR = Path(__file__).resolve().parent
 # In the pinned arithmetic every x86-64 CPU gives the same bits; the tolerance lets a job
@@ -152,8 +152,7 @@ def _walk(got, expected, path: str, numbers) -> list[str]:
                 for m in _walk(g, e, f"{path}/{i}", numbers)]
     if _is_number(got) and _is_number(expected):
         return numbers(got, expected, path)
-    same = type(got) is type(expected) and got == expected
-    return [] if same else [f"{path}: {got!r} != {expected!r}"]
+    return _same_bits(got, expected, path)
 
 
 def _within_tolerance(got, expected, path: str) -> list[str]:
@@ -234,10 +233,11 @@ def golden_path(experiment: str, scale: str, folder: Path = GOLDEN_DIR) -> Path:
     return folder / scale / (experiment.replace("/", "__") + ".json")
 
 
-def entry_mismatches(got: dict, expected: dict) -> list[str]:
-    """Where a job's golden entry differs from a stored one (status, cells, metrics, arrays)."""
+def entry_mismatches(got: dict, expected: dict, compare=mismatches) -> list[str]:
+    """Where a job's golden entry differs from a stored one (status, cells, metrics, arrays),
+    by ``compare`` (the golden tolerance, or :func:`invariant_mismatches`)."""
     return [m for part in ("status", "cells", "metrics", "arrays")
-            for m in mismatches(got[part], expected[part], part)]
+            for m in compare(got[part], expected[part], part)]
 
 
 def differing_bits(folder: Path, reference: Path) -> list[str]:
@@ -262,15 +262,6 @@ def store_entries(path: Path, entries: dict) -> Path:
     return path
 
 
-def restart_changed(changed: dict[str, str]) -> str | None:
-    """Start this command again in the pinned arithmetic with ``changed`` on top (once)."""
-    if os.environ.get(RESTARTED_VARIABLE):
-        return None
-    os.execve(sys.executable, [sys.executable, "-m", "tests.golden.capture", *sys.argv[1:]],
-              {**pinned_environment(), **changed, RESTARTED_VARIABLE: "1"})
-    return None  # not reached: execve does not return
-
-
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -289,8 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--with measures another arithmetic: give --into")
     if argv is None:
         changed = dict(change.split("=", 1) for change in args.changes)
-        why = (restart_changed(changed) if changed
-               else restart_pinned("tests.golden.capture", sys.argv[1:]))
+        why = restart_pinned("tests.golden.capture", sys.argv[1:], changed)
         if why:
             sys.exit(f"error: goldens are captured in the pinned arithmetic, and here {why}")
     chosen = args.experiments or (list(CHEAP_AT_CPU) if args.scale == "cpu" else experiments())

@@ -106,8 +106,7 @@ def _check(experiment: str, key: str, expected: dict, tmp_path, monkeypatch,
     problems = entry_mismatches(got, expected)
     unpinned = unpinned_because() if problems else None
     if unpinned:
-        broken = [m for part in ("status", "cells", "metrics", "arrays")
-                  for m in invariant_mismatches(got[part], expected[part], part)]
+        broken = entry_mismatches(got, expected, invariant_mismatches)
         assert not broken, f"{broken} (golden {expected[GOLDEN_SOURCE_KEY]})"
         pytest.skip(f"arithmetic not pinned here ({unpinned}): compared on invariants only; "
                     f"{len(problems)} values moved beyond the tolerance, e.g. {problems[0]}")
