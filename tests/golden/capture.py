@@ -278,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.changes and args.into == GOLDEN_DIR:
         parser.error("--with measures another arithmetic: give --into")
+    if any("=" not in change for change in args.changes):
+        parser.error(f"--with takes NAME=VALUE, got {[c for c in args.changes if '=' not in c]}")
     if argv is None:
         changed = dict(change.split("=", 1) for change in args.changes)
         why = restart_pinned("tests.golden.capture", sys.argv[1:], changed)
