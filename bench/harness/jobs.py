@@ -291,6 +291,7 @@ def _record(cfg: DictConfig, resolved: dict, chash: str, result: TaskResult | No
         "failed_cells": result.failed_cells,
         "metrics": {k: float(v) for k, v in result.metrics.items()},
         "fitted": result.fitted,
+        "health": result.health,
         "arrays": {k: [_json_float(x) for x in v] for k, v in result.arrays.items()},
         "timings": {**result.timings, "total_s": clock.wall_s, "cpu_s": clock.cpu_s,
                     **first},

@@ -37,6 +37,8 @@ class TaskResult:
     arrays: dict[str, list[float]] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     failed_cells: list[dict[str, str]] = field(default_factory=list)
+    # Per row, the fit's health (:func:`bench.metrics.fit_health.assess`).
+    health: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def add(self, row: str, column: str, value: float) -> None:
         """Append one table cell (value converted to a plain float)."""

@@ -7,6 +7,7 @@ in which the claim holds, or a difference) judged by :class:`ClaimRule`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -50,7 +51,8 @@ class ClaimRule(VerdictRule):
         sign = ">=" if self.higher_is_better else "<="
         return f"claim holds: ours {sign} {self.agree:g}"
 
-    def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float]) -> str:
+    def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float],
+                 stderr: float = math.nan) -> str:
         sign = 1.0 if self.higher_is_better else -1.0
         if sign * ours >= sign * self.agree:
             return AGREES

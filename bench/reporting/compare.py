@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from bench.metrics.fit_health import fit_failed_reason
 from bench.reporting.aggregate import aggregate_cells, cells_frame, unattributed_failures
 from bench.reporting.catalog import make_target
 from bench.reporting.intervals import Range, cell_ranges, clip_interval, range_text
@@ -21,6 +22,8 @@ from bench.reporting.verdicts import (
     MISSING,
     NEEDS_DATA,
     NOT_COMPARABLE,
+    Estimate,
+    NotMeasurable,
     Verdict,
     judge,
 )
@@ -28,10 +31,10 @@ from bench.reporting.verdicts import (
 COMPARISON_COLUMNS = (
     "artifact", "row", "column", "paper", "ours", "ci_low", "ci_high", "n_seeds", "scale",
     "protocol", "verdict", "ours_paper_seed", "paper_stderr", "n_failed", "seeds", "cause",
-    "unit", "n_superseded", "stderr", "value_range",
+    "unit", "n_superseded", "stderr", "value_range", "study",
 )
 PROTOCOL_ORDER = ("paper", "corrected")
-ANCHOR_COLUMNS = ("label", "paper", "ours", "verdict", "cause")
+ANCHOR_COLUMNS = ("label", "paper", "ours", "verdict", "cause", "study")
 ERROR_CHARS = 160
 
 
@@ -90,11 +93,13 @@ def _gap_verdict(spec: ArtifactSpec, key: tuple[str, str], summary: dict | None,
 
 def _comparable(spec: ArtifactSpec, protocol: str, key: tuple[str, str], verdict: Verdict,
                 ok_records: list[dict[str, Any]]) -> Verdict:
-    """``verdict``, or ``not comparable`` with the spec's reason when a judged cell (agrees,
-    close, differs) is declared not comparable for these records."""
+    """``verdict``, or ``not comparable`` when a judged cell (agrees, close, differs) rests
+    on a fit that failed (the records' health of its row), or is declared not comparable
+    for these records (the spec's reason)."""
     if verdict.verdict not in (AGREES, CLOSE, DIFFERS):
         return verdict
-    reason = spec.not_comparable_reason(protocol, *key, ok_records)
+    reason = fit_failed_reason(ok_records, (key[0],)) or spec.not_comparable_reason(
+        protocol, *key, ok_records)
     return Verdict(NOT_COMPARABLE, reason) if reason else verdict
 
 
@@ -116,7 +121,9 @@ def _cell_line(spec: ArtifactSpec, protocol: str, key: tuple[str, str],
     else:
         at_seed = stats["ours_paper_seed"]
         ours = at_seed if math.isfinite(at_seed) else stats["mean"]
-        verdict = judge(rule, paper, ours, (stats["ci_low"], stats["ci_high"]), cause)
+        stderr = (stats["sd"] / math.sqrt(stats["n_seeds"]) if stats["n_seeds"] > 1
+                  else math.nan)
+        verdict = judge(rule, paper, ours, (stats["ci_low"], stats["ci_high"]), cause, stderr)
         verdict = _comparable(spec, protocol, key, verdict, list(ok_records))
         if stats["n_failed"]:
             failures = f"{stats['n_failed']} run(s) failed: {_one_line(stats['error'])}"
@@ -141,6 +148,7 @@ def _cell_line(spec: ArtifactSpec, protocol: str, key: tuple[str, str],
         "stderr": (stats["sd"] / math.sqrt(stats["n_seeds"]) if stats["n_seeds"] > 1
                    else nan),
         "value_range": range_text(bounds),
+        "study": spec.is_study(protocol, row),
     }
 
 
@@ -216,7 +224,7 @@ def comparison_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.Da
                                     ok_records))
     table = pd.DataFrame(lines, columns=[c for c in COMPARISON_COLUMNS if c != "scale"])
     table.insert(COMPARISON_COLUMNS.index("scale"), "scale", scales_of(records))
-    return table
+    return table.astype({"study": bool})
 
 
 def hidden_extra_cells(spec: ArtifactSpec, table: pd.DataFrame,
@@ -253,8 +261,9 @@ def anchor_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.DataFr
     An anchor whose getter finds nothing in the records (LookupError, ValueError or an
     arithmetic error) is ``missing``, with the error as its cause. An anchor that
     ``spec.not_comparable`` declares not comparable for these records (pattern
-    ``(label, "")``) is ``not comparable`` with the reason as its cause, whether or not the
-    getter found a value (a stand-in's ratio is not computed at all). The cause of the
+    ``(label, "")``), or whose fits (``anchor.protocol``, ``anchor.rows``) include one that
+    failed its health checks, is ``not comparable`` with the reason as its cause, whether or
+    not the getter found a value (a stand-in's ratio is not computed at all). The cause of the
     others is :func:`anchor_cause`, shown unless they agree. An anchor whose ``applies`` says
     no is left out.
     """
@@ -266,15 +275,23 @@ def anchor_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.DataFr
         rule = anchor.rule or spec.rule
         paper = PaperValue(spec.artifact, anchor.label, "", anchor.paper)
         try:
-            ours = float(anchor.ours(ok_records))
+            measured = anchor.ours(ok_records)
+        except NotMeasurable as err:
+            ours, verdict = math.nan, Verdict(NOT_COMPARABLE, f"not measurable: {err}")
         except (LookupError, ValueError, ArithmeticError) as err:
             ours, verdict = math.nan, Verdict(MISSING, _one_line(f"{type(err).__name__}: {err}"))
         else:
-            verdict = judge(rule, paper, ours, (math.nan, math.nan),
-                            anchor_cause(spec, anchor, ok_records))
-        reason = spec.not_comparable_reason("*", anchor.label, "", ok_records)
+            ours = float(measured)
+            ci = ((measured.low, measured.high) if isinstance(measured, Estimate)
+                  else (math.nan, math.nan))
+            verdict = judge(rule, paper, ours, ci, anchor_cause(spec, anchor, ok_records))
+        used = [r for r in ok_records
+                 if not anchor.protocol or r.get("protocol", "") == anchor.protocol]
+        reason = (fit_failed_reason(used, anchor.rows)
+                  or spec.not_comparable_reason("*", anchor.label, "", ok_records))
         if reason:
             verdict = Verdict(NOT_COMPARABLE, reason)
         lines.append({"label": anchor.label, "paper": anchor.paper, "ours": ours,
-                      "verdict": verdict.verdict, "cause": verdict.cause})
-    return pd.DataFrame(lines, columns=list(ANCHOR_COLUMNS))
+                      "verdict": verdict.verdict, "cause": verdict.cause,
+                      "study": spec.is_study(anchor.protocol, "")})
+    return pd.DataFrame(lines, columns=list(ANCHOR_COLUMNS)).astype({"study": bool})

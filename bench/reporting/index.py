@@ -13,6 +13,7 @@ from bench.reporting.findings import write_findings
 from bench.reporting.formatting import markdown_table
 from bench.reporting.registry import implemented_artifacts
 from bench.reporting.scoreboard import scoreboard_markdown
+from bench.reporting.study_split import split_summaries
 from bench.reporting.summary import read_summaries, require_causes
 from bench.reporting.timing_page import write_timing
 
@@ -38,7 +39,8 @@ def index_markdown(out_dir: Path) -> str:
     ]
     reported = [f"{paper}/{artifact}" for paper, artifact in catalog_artifacts()
                 if report_paths(paper, artifact, out_dir)["md"].exists()]
-    lines += scoreboard_markdown(read_summaries(out_dir), catalog_artifacts(), reported)
+    summaries = split_summaries(read_summaries(out_dir), implemented_artifacts(), out_dir)
+    lines += scoreboard_markdown(summaries, catalog_artifacts(), reported)
     implemented = implemented_artifacts()
     for paper, citation in PAPERS.items():
         entries = [entry for entry in CATALOG if entry.paper == paper]
@@ -70,7 +72,7 @@ def write_overview(out_dir: Path) -> list[Path]:
     reports' summaries; returns their paths. Writes nothing when a summary under the cause
     rule has a differs / close without a cause (:func:`bench.reporting.summary.require_causes`
     raises MissingCause)."""
-    summaries = read_summaries(out_dir)
+    summaries = split_summaries(read_summaries(out_dir), implemented_artifacts(), out_dir)
     require_causes(summaries.values())
     experiments = [spec.experiment for spec in implemented_artifacts().values()]
     return [write_index(out_dir), write_findings(out_dir, summaries, catalog_artifacts()),

@@ -25,12 +25,14 @@ PROTOCOLS = ("paper", "corrected")
 
 @dataclass(frozen=True)
 class Claim:
-    """A paper claim: label, the paper's wording, its statistic of the cells and its rule."""
+    """A paper claim: label, the paper's wording, its statistic of the cells, its rule and
+    the rows whose fits the statistic uses (every row when empty)."""
 
     label: str
     paper: str
     statistic: Statistic
     rule: VerdictRule
+    rows: tuple[str, ...] = ()
 
 
 def records_of(protocol: str, records: Records) -> Records:
@@ -85,5 +87,6 @@ def protocol_anchors(claims: tuple[Claim, ...],
     """Each claim as one anchor per protocol (paper first)."""
     return tuple(Anchor(protocol_label(item.label, protocol), item.paper,
                         claim_value(item.statistic, protocol), item.rule,
-                        cause=cross_protocol_cause(item, protocol, describe_fits))
+                        cause=cross_protocol_cause(item, protocol, describe_fits),
+                        protocol=protocol, rows=item.rows)
                  for protocol in PROTOCOLS for item in claims)

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from bench.reporting.formatting import GAP, markdown_table
-from bench.reporting.summary import under_cause_rule
+from bench.reporting.summary import VERDICT_RULES_SINCE, under_cause_rule
 from bench.reporting.verdicts import AGREES, NOT_COMPARABLE, VERDICTS
 
 SCOREBOARD_HEADING = "Scoreboard"
@@ -48,6 +48,25 @@ def claims_text(counts: dict[str, int]) -> str:
     return f"{text}; {others}" if others else text
 
 
+def studies_text(summary: dict[str, Any], protocol: str) -> str:
+    """The verdicts of one protocol's study cells (side runs, study arms, the corrected
+    protocol), e.g. ``"3 differs, 2 close of 9"``; the gap when there are none."""
+    counts = (summary.get("study_counts") or {}).get(protocol) or {}
+    total = sum(counts.values())
+    if not total:
+        return GAP
+    listed = ", ".join(f"{n} {verdict}" for verdict, n in counts.items() if n)
+    return f"{listed} of {total}" if len([n for n in counts.values() if n]) > 1 else listed
+
+
+def rules_text(summary: dict[str, Any]) -> str:
+    """Which verdict rules a summary's verdicts were judged under."""
+    version = int(summary.get("schema_version") or 1)
+    if version >= VERDICT_RULES_SINCE:
+        return "current"
+    return f"before fit health (schema {version}): re-render from records"
+
+
 def count_texts(summary: dict[str, Any], counts: dict[str, int]) -> dict[str, str]:
     """The verdict columns of one line; ``not comparable`` is the gap for a summary written
     before that verdict existed (its cells were judged then)."""
@@ -81,11 +100,15 @@ def scoreboard_rows(summaries: dict[str, dict[str, Any]], artifacts: Iterable[tu
                 "scale": summary.get("scale") or f"{GAP} (no records)",
                 "records": records_text(summary), "record dates": record_dates_text(summary),
                 **count_texts(summary, counts),
+                "studies": studies_text(summary, protocol),
                 "claims": claims_text(summary.get("anchor_counts") or {}) if index == 0 else "",
+                "study claims": (claims_text(summary.get("study_anchor_counts") or {})
+                                 if index == 0 else ""),
+                "verdict rules": rules_text(summary) if index == 0 else "",
                 "summary": summary.get("source", "") if index == 0 else "",
             })
     columns = ["paper", "artifact", "protocol", "scale", "records", "record dates",
-               *VERDICTS, "claims", "summary"]
+               *VERDICTS, "studies", "claims", "study claims", "verdict rules", "summary"]
     return pd.DataFrame(lines, columns=columns).fillna("")
 
 
@@ -94,7 +117,13 @@ def scoreboard_markdown(summaries: dict[str, dict[str, Any]], artifacts: Iterabl
     """The scoreboard section (heading, how to read it, table) as Markdown lines."""
     return [
         f"## {SCOREBOARD_HEADING}", "",
-        "Verdict counts of each report's table cells (its CSV lines), per protocol; 'claims' "
+        "Verdict counts of each report's table cells (its CSV lines) on the paper's own rows, "
+        "per protocol; 'studies' counts the cells of side runs and study arms apart (rows "
+        "that deliberately change one factor of the paper's protocol; a whole study artifact "
+        "such as map-recipe), and 'study claims' the claims under the corrected protocol. "
+        "'verdict rules' says whether a report was judged under the current rules "
+        "(README, 'Verdict rules') or before them, when its records are no longer here to "
+        "re-render it. 'claims' "
         "are its anchors (the paper's statements checked from the records), listed with every "
         "paper number not confirmed in [FINDINGS.md](FINDINGS.md); job times are in "
         "[timing.md](timing.md). 'not comparable' counts cells whose number measures something "

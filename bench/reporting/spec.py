@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from bench.datasets.vision import find_image_files, missing_files_message
-from bench.reporting.verdicts import PrintedDigits, VerdictRule
+from bench.reporting.comparability import averaged_sets_reason, hardware_reason
+from bench.reporting.verdicts import Estimate, PrintedDigits, VerdictRule
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -24,7 +25,8 @@ CellPattern = tuple[str, str] | tuple[str, str, str]
 SHOWN_ROOT = "$BENCH_DATA_DIR"
 SPREADS = ("ci95", "stderr")
 FigureFunction = Callable[[list[dict[str, Any]], "ArtifactSpec"], "Figure"]
-AnchorValue = Callable[[list[dict[str, Any]]], float]
+# An anchor's statistic: a float, or an Estimate with its 95% CI over seeds.
+AnchorValue = Callable[[list[dict[str, Any]]], "float | Estimate"]
 FailedCells = Callable[[dict[str, Any]], list[tuple[str, str]]]
 # Why cells cannot be judged: a fixed text, or a function of the ok records giving the text
 # ("" when these records are comparable after all).
@@ -45,7 +47,9 @@ class Anchor:
     and returns the anchor's cause (shown unless it agrees) in place of the spec's
     ``causes``, for a cause that quotes numbers of the records (LookupError: none).
     ``applies``, when given, receives the ok records and says whether the anchor is shown
-    at all (a harness check of an opt-in method setting, say).
+    at all (a harness check of an opt-in method setting, say). ``protocol`` and ``rows``
+    name the fits the statistic uses (every protocol and every row when empty): an unhealthy
+    one (the records' ``health``) makes the anchor "not comparable: fit failed".
     """
 
     label: str
@@ -54,6 +58,8 @@ class Anchor:
     rule: VerdictRule | None = None
     cause: Callable[[list[dict[str, Any]]], str] | None = None
     applies: Callable[[list[dict[str, Any]]], bool] | None = None
+    protocol: str = ""
+    rows: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -130,6 +136,17 @@ class ArtifactSpec:
         paper_rows: for a study whose rows are variants of the paper's rows: row pattern ->
             the paper row its cells are judged against (``{"* / MAP": "MAP"}``). When given,
             the paper's own rows appear only through the produced rows mapped to them.
+        timed: cells (and anchors, by ``(label, "")``) that are seconds or ratios of
+            seconds: not comparable unless every record ran on the paper's hardware
+            (:func:`bench.reporting.comparability.hardware_reason`), the one rule for
+            seconds in every report.
+        averaged_sets: column -> the sets the paper averages it over; not comparable when
+            the records averaged others
+            (:func:`bench.reporting.comparability.averaged_sets_reason`).
+        study: the whole artifact is a sensitivity study of ours (arms that deliberately
+            differ from the paper's protocol, e.g. MAP recipes), not a paper artifact: its
+            verdicts are counted and listed apart from the paper's rows. Rows that
+            ``paper_rows`` maps to another paper row (side runs) are study rows in any spec.
         record_view: ``record_view(record) -> record`` in the paper's vocabulary, applied to
             every record before anything is rendered: a record whose task wrote neutral cells
             (``fitted.cell_units``, :mod:`bench.reporting.record_views`) gets the paper's units
@@ -160,6 +177,9 @@ class ArtifactSpec:
     value_ranges: Mapping[CellPattern, tuple[float, float] | None] = field(default_factory=dict)
     paper_rows: Mapping[str, str] = field(default_factory=dict)
     record_view: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    study: bool = False
+    timed: tuple[CellPattern, ...] = ()
+    averaged_sets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.spread not in SPREADS:
@@ -202,11 +222,14 @@ class ArtifactSpec:
                               ok_records: list[dict[str, Any]]) -> str:
         """Why the cell cannot be judged against the paper ("" when it can): the reasons of
         every ``not_comparable`` pattern matching it, most specific first, joined by "; "."""
-        matching = [p for p in self.not_comparable if _matches(p, protocol, row, column)]
-        matching.sort(key=_specificity, reverse=True)
+        declared = [*self.not_comparable.items(),
+                    *((pattern, hardware_reason) for pattern in self.timed),
+                    *((("*", column), averaged_sets_reason(sets))
+                      for column, sets in self.averaged_sets.items())]
+        matching = [(p, reason) for p, reason in declared if _matches(p, protocol, row, column)]
+        matching.sort(key=lambda item: _specificity(item[0]), reverse=True)
         reasons = []
-        for pattern in matching:
-            reason = self.not_comparable[pattern]
+        for _, reason in matching:
             text = reason if isinstance(reason, str) else reason(ok_records)
             if text and text not in reasons:
                 reasons.append(text)
@@ -227,6 +250,15 @@ class ArtifactSpec:
         pattern wins), or None when no pattern matches."""
         patterns = {(pattern, "*"): paper_row for pattern, paper_row in self.paper_rows.items()}
         return most_specific(patterns, "*", row, "", default=None)
+
+    def is_study(self, protocol: str, row: str) -> bool:
+        """Whether a cell of ``row`` under ``protocol`` belongs to a sensitivity study rather
+        than to the paper's rows under the paper's protocol: a study artifact, a protocol
+        other than the paper's, or a row that ``paper_rows`` maps to another row."""
+        if self.study or protocol not in ("paper", ""):
+            return True
+        paper_row = self.paper_row(row) if self.paper_rows else None
+        return paper_row is not None and paper_row != row
 
     def is_shown(self, row: str, column: str) -> bool:
         """Whether a cell appears in the Markdown / LaTeX tables (``table_cells``)."""

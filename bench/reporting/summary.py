@@ -38,7 +38,10 @@ from bench.reporting.markdown import ANCHORS_HEADING, cells_heading, heading_slu
 from bench.reporting.spec import ArtifactSpec
 from bench.reporting.verdicts import CAUSE_REQUIRED, NEEDS_DATA, UNCONFIRMED, VERDICTS
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+# Summaries from this schema on were judged under the verdict rules of bench.reporting.verdicts
+# (fit health, counts, ratio floors, the standard-error deferral, study rows counted apart).
+VERDICT_RULES_SINCE = 3
 CAUSES_REQUIRED_SINCE = 2
 NO_PROTOCOL = ""
 PAPER_PROTOCOLS = ("paper", NO_PROTOCOL)
@@ -91,7 +94,7 @@ def unconfirmed_cells(table: pd.DataFrame, link_of: Any) -> list[dict[str, Any]]
                       "column": str(line["column"]), "paper": paper,
                       "ours": judged_value(line), "verdict": line["verdict"],
                       "cause": str(line.get("cause") or ""), "unit": str(line.get("unit") or ""),
-                      "link": link_of(protocol)})
+                      "link": link_of(protocol), "study": bool(line.get("study", False))})
     return cells
 
 
@@ -99,7 +102,8 @@ def anchor_entries(anchors: pd.DataFrame, link: str) -> list[dict[str, Any]]:
     """Every anchor as a plain dict: label, paper, ours, verdict, cause, link."""
     return [{"label": str(line["label"]), "paper": str(line["paper"]),
              "ours": finite_or_none(line.get("ours")), "verdict": str(line["verdict"]),
-             "cause": str(line.get("cause") or ""), "link": link}
+             "cause": str(line.get("cause") or ""), "link": link,
+             "study": bool(line.get("study", False))}
             for line in anchors.to_dict("records")]
 
 
@@ -255,11 +259,15 @@ def rendered_summary(spec: ArtifactSpec, table: pd.DataFrame, anchors: pd.DataFr
                      records: list[dict[str, Any]]) -> dict[str, Any]:
     """The summary of a report rendered from ``records``."""
     protocols = ordered_protocols(records)
-    counts = {p: verdict_counts(table.loc[table["protocol"] == p, "verdict"]) for p in protocols}
+    counts = {p: verdict_counts(table.loc[(table["protocol"] == p) & ~table["study"], "verdict"])
+              for p in protocols}
+    study_counts = {p: verdict_counts(table.loc[(table["protocol"] == p) & table["study"],
+                                                "verdict"]) for p in protocols}
     return {
         **_base(spec, "rendered"), "status": "records", "scale": scales_of(records),
-        "protocols": protocols, "counts": counts,
-        "anchor_counts": verdict_counts(anchors["verdict"]),
+        "protocols": protocols, "counts": counts, "study_counts": study_counts,
+        "anchor_counts": verdict_counts(anchors.loc[~anchors["study"], "verdict"]),
+        "study_anchor_counts": verdict_counts(anchors.loc[anchors["study"], "verdict"]),
         "anchors": anchor_entries(anchors, report_link(spec.paper, spec.artifact,
                                                        ANCHORS_HEADING)),
         "unconfirmed_cells": unconfirmed_cells(

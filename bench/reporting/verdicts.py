@@ -1,5 +1,21 @@
 """Verdict rules: how a reproduced number is judged against the number the paper prints.
 
+The rules every report follows (one place, documented in the README):
+
+- **a fit that failed is not judged**: a cell or claim whose statistic uses a fit that failed
+  its health checks (:mod:`bench.metrics.fit_health`) is ``not comparable: fit failed``;
+- **a count is compared as an integer** (:class:`Count`): a count that is not a whole number
+  is refused, so a rounding residue (2.0000000000005 steps) cannot flip a verdict;
+- **a ratio refuses a denominator under a stated floor** (:func:`ratio_above_floor`): the
+  claim is "not measurable" and says by how much;
+- **a tolerance below the statistic's own standard error defers to the CI**
+  (:class:`Tolerance`): the cell agrees when the paper value lies in our 95% CI and is
+  judged on the standard error, not on a tolerance the noise cannot resolve;
+- **a claim's statistic is the claim's own quantity** (:class:`Sign`): a rise is the end
+  minus the start, judged by whether its 95% CI over seeds excludes zero;
+- **seconds measured on other hardware than the paper's are not comparable**, nor ratios of
+  them (:func:`bench.reporting.compare.hardware_reason`), in every report.
+
 Every rule returns one of ``agrees``, ``close`` or ``differs`` for a cell that has an ok
 value. The other verdicts are decided before any rule runs: ``not comparable`` (both numbers
 exist, but they measure different things: a stand-in for the paper's method, seconds on other
@@ -32,6 +48,31 @@ CAUSE_REQUIRED = (DIFFERS, CLOSE)
 UNCONFIRMED = (DIFFERS, FAILED, MISSING, NEEDS_DATA, CLOSE, NOT_COMPARABLE)
 
 
+class NotMeasurable(ArithmeticError):
+    """A statistic that cannot be measured on these records (a ratio whose denominator is
+    below its floor); its message is the verdict's cause after "not measurable: "."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A claim statistic with its 95% CI over seeds (NaN bounds when it has none)."""
+
+    value: float
+    low: float = math.nan
+    high: float = math.nan
+
+    def __float__(self) -> float:
+        return float(self.value)
+
+
+def ratio_above_floor(numerator: float, denominator: float, floor: float, what: str) -> float:
+    """``numerator / denominator``, or :class:`NotMeasurable` when ``|denominator|`` is below
+    ``floor`` (``what`` names the denominator in the message)."""
+    if not math.fabs(denominator) >= floor:
+        raise NotMeasurable(f"{what} {denominator:.3g} below {floor:g}")
+    return numerator / denominator
+
+
 @dataclass(frozen=True)
 class Verdict:
     """A verdict and the one-line cause shown beside it (empty when it agrees)."""
@@ -47,9 +88,11 @@ class VerdictRule:
         """Text of the rule's own reference when it needs no paper value (e.g. a range)."""
         return None
 
-    def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float]) -> str:
+    def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float],
+                 stderr: float = math.nan) -> str:
         """``agrees``, ``close`` or ``differs`` for a finite ``ours`` (``no paper value``
-        when the rule needs a paper value and there is none)."""
+        when the rule needs a paper value and there is none); ``stderr`` is our standard
+        error over seeds (NaN with one seed)."""
         raise NotImplementedError
 
     def describe(self) -> str:
@@ -67,7 +110,8 @@ class PrintedDigits(VerdictRule):
 
     close_units: int = 1
 
-    def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float]) -> str:
+    def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float],
+                 stderr: float = math.nan) -> str:
         if paper is None:
             return NO_PAPER_VALUE
         if round_as_printed(ours, paper.printed) == paper.value:
@@ -89,6 +133,8 @@ class Tolerance(VerdictRule):
     Close if the difference is within ``close`` times that tolerance. ``use_ci=False`` judges
     the difference alone: for cells whose CI comes from very few seeds (two seeds give a
     Student-t factor of 12.7), where "inside our CI" would call almost anything agreement.
+    A tolerance below our standard error over seeds defers to the CI (whatever ``use_ci``
+    says): the tolerance becomes the standard error and the paper value inside our CI agrees.
     """
 
     abs: float = 0.0
@@ -96,13 +142,16 @@ class Tolerance(VerdictRule):
     close: float = 3.0
     use_ci: bool = True
 
-    def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float]) -> str:
+    def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float],
+                 stderr: float = math.nan) -> str:
         if paper is None:
             return NO_PAPER_VALUE
         tolerance = self.abs + self.rel * math.fabs(paper.value)
+        below_noise = math.isfinite(stderr) and tolerance < stderr
+        tolerance = stderr if below_noise else tolerance
         difference = math.fabs(ours - paper.value)
         low, high = ci
-        inside_ci = (self.use_ci and math.isfinite(low) and math.isfinite(high)
+        inside_ci = ((self.use_ci or below_noise) and math.isfinite(low) and math.isfinite(high)
                      and low <= paper.value <= high)
         if difference <= tolerance or inside_ci:
             return AGREES
@@ -112,7 +161,8 @@ class Tolerance(VerdictRule):
         ci = " or the paper value lies in our 95% CI" if self.use_ci else " (our CI not used)"
         return (
             f"agrees when |ours - paper| <= {self.abs:g} + {self.rel:g}*|paper|{ci}; "
-            f"close within {self.close:g} times that tolerance"
+            f"close within {self.close:g} times that tolerance; a tolerance below our "
+            "standard error over seeds is replaced by it, and the paper value in our CI agrees"
         )
 
 
@@ -126,7 +176,8 @@ class Factor(VerdictRule):
     close: float = 3.0
     agree: float = 1.5
 
-    def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float]) -> str:
+    def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float],
+                 stderr: float = math.nan) -> str:
         if paper is None:
             return NO_PAPER_VALUE
         if ours == 0.0 and paper.value == 0.0:
@@ -161,7 +212,8 @@ class Interval(VerdictRule):
     def reference(self) -> str:
         return f"{self.low:g} to {self.high:g}"
 
-    def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float]) -> str:
+    def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float],
+                 stderr: float = math.nan) -> str:
         if self.low <= ours <= self.high:
             return AGREES
         if self.low > 0:
@@ -178,21 +230,77 @@ class Interval(VerdictRule):
         )
 
 
+@dataclass(frozen=True)
+class Count(VerdictRule):
+    """For counts (grid steps, cases): agrees when the count is at most ``agree``, close when
+    at most ``close``. The count must be a whole number: anything else is refused
+    (ValueError), so a float residue cannot move a count across its threshold."""
+
+    agree: int = 0
+    close: int = 1
+
+    def reference(self) -> str:
+        return f"count <= {self.agree}"
+
+    def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float],
+                 stderr: float = math.nan) -> str:
+        if ours != int(ours):
+            raise ValueError(f"a count must be a whole number, got {ours!r}")
+        count = int(ours)
+        if count <= self.agree:
+            return AGREES
+        return CLOSE if count <= self.close else DIFFERS
+
+    def describe(self) -> str:
+        return f"a count agrees when at most {self.agree} and is close when at most {self.close}"
+
+
+@dataclass(frozen=True)
+class Sign(VerdictRule):
+    """For a claimed rise or fall (a difference of the claim's own quantity, e.g. the end
+    minus the start): agrees when the 95% CI over seeds lies beyond zero on the claimed side,
+    differs when it lies beyond zero on the other side, and is close when it holds zero (the
+    records cannot tell the sign). Without a CI (one seed) only the sign is read: close at
+    best."""
+
+    positive: bool = True
+
+    def reference(self) -> str:
+        return f"CI of the change {'above' if self.positive else 'below'} 0"
+
+    def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float],
+                 stderr: float = math.nan) -> str:
+        sign = 1.0 if self.positive else -1.0
+        low, high = sorted((sign * ci[0], sign * ci[1]))
+        if math.isfinite(low) and math.isfinite(high):
+            if low > 0:
+                return AGREES
+            return DIFFERS if high < 0 else CLOSE
+        return CLOSE if sign * ours > 0 else DIFFERS
+
+    def describe(self) -> str:
+        side = "above" if self.positive else "below"
+        return (f"a change agrees when its 95% CI over seeds lies {side} zero, differs when it "
+                "lies on the other side, and is close when it holds zero")
+
+
 def judge(
     rule: VerdictRule,
     paper: PaperValue | None,
     ours: float,
     ci: tuple[float, float],
     cause: str = "",
+    stderr: float = math.nan,
 ) -> Verdict:
     """Apply ``rule`` to one cell that has a value; attach ``cause`` unless it agrees.
 
-    ``ours`` is the value to compare (the paper seed's value if there is one, else the mean).
-    A non-finite ``ours`` is reported as ``missing``.
+    ``ours`` is the value to compare (the paper seed's value if there is one, else the mean);
+    ``stderr`` our standard error over seeds. A non-finite ``ours`` is reported as
+    ``missing``.
     """
     if not math.isfinite(ours):
         return Verdict(MISSING, "no finite value")
     if paper is None and rule.reference() is None:
         return Verdict(NO_PAPER_VALUE, cause)
-    verdict = rule.classify(ours, paper, ci)
+    verdict = rule.classify(ours, paper, ci, stderr)
     return Verdict(verdict, "" if verdict == AGREES else cause)

@@ -20,6 +20,11 @@ Cells (row = posterior):
   averaged over figure inputs farther than ``far_distance`` from every training input, over
   its average within ``near_distance`` of one).
 
+Health (``record["health"][row]``, :mod:`bench.metrics.fit_health`): every cell finite, the
+training NLL of the network at the posterior mean against a constant prediction's, each
+predictive's test accuracy against chance (classification) and, where the fit has a stopping
+rule, whether the rule ended it.
+
 Arrays: the figure's inputs, per predictive the mean and sd (regression) or the probability
 map (classification), three joint function samples per predictive (regression), the BLR model
 and noise sd maps (classification), and the fitting trace.
@@ -42,6 +47,15 @@ from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
 from bench.jobs.toy_runner import ToyJob, ToyRunner
+from bench.metrics.fit_health import (
+    Check,
+    assess,
+    chance_check,
+    constant_prediction_check,
+    constant_prediction_nll,
+    finite_check,
+    stopping_check,
+)
 from bench.models.glm_likelihoods import BernoulliLikelihood
 
 PREDICTIVES = ("nn", "glm")
@@ -179,6 +193,39 @@ def predictive_cells(cfg: DictConfig, method: NetworkAndLinearisedSamples, job: 
         for name in TRACE_ARRAYS:
             result.arrays[f"trace/{name}"] = getattr(trace, name)
     result.metrics["n_params"] = float(method.model.network.n_params)
+    result.health[row] = assess(fit_checks(method, job, row))
+
+
+def fit_checks(method: NetworkAndLinearisedSamples, job: ToyJob, row: str) -> list[Check]:
+    """The row's health checks (module docstring): cells finite, the training NLL at the
+    posterior mean against a constant prediction's, accuracy against chance, the stopping
+    rule's verdict where the fit has one."""
+    result, data = job.result, job.data
+    checks = [finite_check({f"{c.row}/{c.column}": c.value for c in result.cells
+                            if c.row == row})]
+    model = method.model
+    with torch.no_grad():
+        f_train = model.network.forward_1d(model.posterior.mean, data.x_train)
+        train_nll = float(-model.likelihood.log_prob(f_train, data.y_train).sum())
+    bernoulli = isinstance(model.likelihood, BernoulliLikelihood)
+    constant = constant_prediction_nll(
+        data.y_train.tolist(), "bernoulli" if bernoulli else "gaussian",
+        1.0 if bernoulli else float(model.likelihood.noise_variance))
+    checks.append(constant_prediction_check(train_nll, constant, len(data.y_train)))
+    if bernoulli:
+        checks += [chance_check(value, 0.5, len(data.y_test), f"{c.column}")
+                   for c in result.cells if c.row == row and c.column.endswith("/accuracy")
+                   for value in (c.value,)]
+    fitted = result.fitted
+    if fitted.get("stopping_rule"):
+        checks.append(stopping_check(fitted["stop_reason"] == "stationary",
+                                     f"ended by {fitted['stop_reason']} after "
+                                     f"{fitted['iterations']} iterations"))
+    if fitted.get("polish_cap"):
+        ended = fitted["polish_iterations"] < fitted["polish_cap"]
+        checks.append(stopping_check(ended, f"polish ended after {fitted['polish_iterations']} "
+                                            f"of at most {fitted['polish_cap']} iterations"))
+    return checks
 
 
 RUNNER = ToyRunner(NetworkAndLinearisedSamples, fit_posterior, predictive_cells,

@@ -160,6 +160,7 @@ class LaplaceGGN(GGNPosteriorMethod):
                                       gradient_tolerance=float(self.polish_tolerance))
             polished = {"adam_gradient_norm": float(fit.adam_gradient_norm[0]),
                         "polish_iterations": fit.polish_iterations[0],
+                        "polish_cap": int(self.polish_iterations),
                         "polish_theta_shift": float((fit.theta[0] - adam).norm()
                                                     / adam.norm())}
         theta, gradient_norm = fit.theta[0], float(fit.gradient_norm[0])

@@ -260,6 +260,7 @@ class NaturalGradientGGN(GGNPosteriorMethod):
                 "seconds_per_iteration": seconds / len(trace.train_nll),
                 "stop_reason": trace.stop_reason,
                 "converged": trace.stop_reason == "stationary",
+                "stopping_rule": self.stopping.active,
                 "final_gradient_norm": trace.gradient_norm[-1],
                 "window_gradient_norm": finite_or_none(trace.window_gradient_norm[-1]),
                 "window_step": finite_or_none(trace.window_step[-1]),

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
 
+from bench.reporting.aggregate import mean_and_ci
 from bench.reporting.claims import (
     ClaimRule,
     Means,
@@ -36,7 +37,7 @@ from bench.reporting.figures.structures_plots import (
     toy_predictives,
 )
 from bench.reporting.spec import Anchor, ArtifactSpec, DataNeed
-from bench.reporting.verdicts import AGREES
+from bench.reporting.verdicts import AGREES, Estimate, Sign, ratio_above_floor
 from bench.tasks.tempered_classification import NORM_COLUMNS
 
 # The paper's order of uncertainty on the toy, smallest first (Figure 2's caption).
@@ -234,6 +235,9 @@ FIGURE_2 = ArtifactSpec(
 
 
 IN_SET, OOD_SET = "mnist", "kmnist"
+# A 'levels off' share is not measured on a total change over the grid below this (the
+# metric's units: nats of entropy, accuracy as a fraction).
+TOTAL_CHANGE_FLOOR = {"entropy": 0.01, "accuracy": 0.01}
 TEMPERED_ROWS = ("Diag", "KFAC", "EKFAC")
 PAPER_KFAC_NORM = 1.0985e9
 EXACT_NORM, PAPER_LIKE_NORM = NORM_COLUMNS
@@ -259,18 +263,46 @@ def _curve(means: Means, row: str, data_set: str, metric: str) -> list[tuple[flo
 
 
 def monotone_share(data_set: str, metric: str, rising: bool,
-                   rows: tuple[str, ...] = TEMPERED_ROWS) -> Statistic:
-    """Share of neighbouring temperature pairs (over ``rows``) where the mean-over-seeds
-    ``metric`` does not fall (``rising``) or does not rise."""
+                   rows: tuple[str, ...] = TEMPERED_ROWS) -> IntervalStatistic:
+    """Share of neighbouring temperature pairs (over ``rows``) where the metric does not fall
+    (``rising``) or does not rise beyond the two points' 95% CIs over the seeds (a change
+    inside them is seed noise, not a violation)."""
+    against = REVERSED if rising else ORDERED
 
-    def statistic(means: Means) -> float:
+    def statistic(summaries: Summaries) -> float:
         outcomes = []
         for row in rows:
-            values = [v for _, v in _curve(means, row, data_set, metric)]
-            outcomes += [(b >= a) if rising else (b <= a) for a, b in pairwise(values)]
+            curve = temperature_curve(summaries, row, data_set, metric)
+            if len(curve) < 2:
+                raise LookupError(f"no {data_set}/{metric} curve for {row}")
+            outcomes += [pair_order(a, b) != against for (_, a), (_, b) in pairwise(curve)]
         return fraction(outcomes)
 
     return statistic
+
+
+def change_over_grid(row: str, data_set: str, metric: str) -> Callable[[list[dict[str, Any]]],
+                                                                        Estimate]:
+    """Anchor getter: the metric at the largest T minus at the smallest T (the claim's own
+    quantity), the mean over seeds of each seed's difference with its 95% CI."""
+
+    def get(records: list[dict[str, Any]]) -> Estimate:
+        by_seed: dict[Any, list[dict[str, Any]]] = {}
+        for record in records:
+            by_seed.setdefault(record["seed"], []).append(record)
+        changes = []
+        for seed_records in by_seed.values():
+            try:
+                curve = _curve(cell_means(seed_records), row, data_set, metric)
+            except LookupError:
+                continue
+            changes.append(curve[-1][1] - curve[0][1])
+        if not changes:
+            raise LookupError(f"no {data_set}/{metric} curve for {row}")
+        mean, _, low, high = mean_and_ci(changes)
+        return Estimate(mean, low, high)
+
+    return get
 
 
 def monotone_cause(data_set: str, metric: str, rising: bool,
@@ -311,15 +343,19 @@ def monotone_cause(data_set: str, metric: str, rising: bool,
 
 def remaining_change(row: str, data_set: str, metric: str, from_t: float) -> Statistic:
     """How much of the metric's total change over the grid happens above ``from_t``:
-    ``|m(T=from_t) - m(T_max)| / |m(T_min) - m(T_max)|`` (0: flat from ``from_t`` on)."""
+    ``|m(T=from_t) - m(T_max)| / |m(T_min) - m(T_max)|`` (0: flat from ``from_t`` on); not
+    measurable (:class:`NotMeasurable`) when the total change is below ``TOTAL_CHANGE_FLOOR``
+    of the metric."""
 
     def statistic(means: Means) -> float:
         curve = dict(_curve(means, row, data_set, metric))
         if from_t not in curve:
             raise LookupError(f"T={from_t:g} is not on the grid")
         ts = sorted(curve)
-        total = abs(curve[ts[0]] - curve[ts[-1]])
-        return abs(curve[from_t] - curve[ts[-1]]) / total if total > 0 else 0.0
+        return ratio_above_floor(abs(curve[from_t] - curve[ts[-1]]),
+                                 abs(curve[ts[0]] - curve[ts[-1]]),
+                                 TOTAL_CHANGE_FLOOR[metric],
+                                 f"{row}'s total {metric} change over the grid")
 
     return statistic
 
@@ -591,12 +627,21 @@ SAME_ORDER = ClaimRule(agree=0.5, close=1.0, higher_is_better=False)
 FAR_LARGER = ClaimRule(agree=1.0, close=0.5)
 
 FIGURE_3_ANCHORS = (
-    Anchor("MNIST accuracy does not fall as T grows, share of neighbouring T pairs "
-           "(Diag, KFAC, EKFAC)", "accuracy rises with T",
-           claim(monotone_share(IN_SET, "accuracy", rising=True)), ALL_PAIRS,
+    *(Anchor(f"{row}: MNIST accuracy at the largest T minus at the smallest T (mean of the "
+             "seeds' differences, 95% CI)", "accuracy rises with T",
+             change_over_grid(row, IN_SET, "accuracy"), Sign(positive=True))
+      for row in TEMPERED_ROWS),
+    *(Anchor(f"{row}: MNIST mean entropy at the largest T minus at the smallest T (mean of "
+             "the seeds' differences, 95% CI)", "entropy falls with T",
+             change_over_grid(row, IN_SET, "entropy"), Sign(positive=False))
+      for row in TEMPERED_ROWS),
+    Anchor("MNIST accuracy does not fall beyond the 95% CIs as T grows, share of neighbouring "
+           "T pairs (Diag, KFAC, EKFAC)", "accuracy rises with T",
+           interval_claim(monotone_share(IN_SET, "accuracy", rising=True)), ALL_PAIRS,
            cause=monotone_cause(IN_SET, "accuracy", rising=True)),
-    Anchor("MNIST mean entropy does not rise as T grows, share of neighbouring T pairs",
-           "entropy falls with T", claim(monotone_share(IN_SET, "entropy", rising=False)),
+    Anchor("MNIST mean entropy does not rise beyond the 95% CIs as T grows, share of "
+           "neighbouring T pairs", "entropy falls with T",
+           interval_claim(monotone_share(IN_SET, "entropy", rising=False)),
            ALL_PAIRS, cause=monotone_cause(IN_SET, "entropy", rising=False)),
     Anchor("Diag: share of the entropy change over the grid left above T = 1",
            "Diag levels off for T > 1 (small)",
@@ -656,10 +701,14 @@ TEMPERED_NOTES = (
     PRIOR_NOTE,
     "The paper prints no numbers for these curves; every curve cell is the mean over the "
     "training seeds (95% Student-t CI) and stays in the CSV (not shown here). The claims are "
-    "the anchors, computed from the mean-over-seeds curves: a monotonicity claim is the share "
-    "of neighbouring temperature pairs in which it holds (agrees at 1, close from 0.9); a "
+    "the anchors: a rise or fall with T is the claim's own quantity, the metric at the "
+    "largest T minus at the smallest, averaged over the seeds' differences and judged by "
+    "whether its 95% CI lies beyond zero on the claimed side (close when it holds zero); a "
+    "monotonicity claim is the share of neighbouring temperature pairs that do not go "
+    "against it beyond the two points' 95% CIs (agrees at 1, close from 0.9); a "
     "'levels off above T0' claim is |m(T0) - m(T_max)| / |m(T_min) - m(T_max)| (agrees at "
-    "<= 0.1, close at <= 0.25); a norm anchor is |log10(ours / 1.0985e9)| (agrees at <= 0.5, "
+    "<= 0.1, close at <= 0.25), not measurable when the total change |m(T_min) - m(T_max)| is "
+    "below 0.01 (nats or accuracy); a norm anchor is |log10(ours / 1.0985e9)| (agrees at <= 0.5, "
     "close at <= 1), from the norm cells of K-FAC's own records; 'K-FAC's norm far larger' is "
     "log10 of K-FAC's norm over the larger of Diag's and EKFAC's (agrees at >= 1, close at "
     ">= 0.5).",
@@ -729,7 +778,7 @@ def _ood_entropy_panel(artifact: str, title: str, experiment: str, ood_set: str,
         anchors=(
             Anchor(f"{ood_label} mean entropy does not rise as T grows, share of neighbouring "
                    "T pairs", "smaller T gives higher OOD entropy",
-                   claim(monotone_share(ood_set, "entropy", rising=False)), ALL_PAIRS,
+                   interval_claim(monotone_share(ood_set, "entropy", rising=False)), ALL_PAIRS,
                    cause=cause),
         ),
         **spec,
@@ -757,9 +806,10 @@ RESNET_DATA = (DataNeed("cifar10", ("train", "test")), DataNeed("svhn", ("test",
 FIGURE_4_ANCHORS = (
     Anchor("CIFAR-10 accuracy does not fall as T grows, share of neighbouring T pairs "
            "(Diag, KFAC, EKFAC)", "accuracy rises with T",
-           claim(monotone_share(CIFAR_SET, "accuracy", rising=True)), ALL_PAIRS),
+           interval_claim(monotone_share(CIFAR_SET, "accuracy", rising=True)), ALL_PAIRS),
     Anchor("CIFAR-10 mean entropy does not rise as T grows, share of neighbouring T pairs",
-           "entropy falls with T", claim(monotone_share(CIFAR_SET, "entropy", rising=False)),
+           "entropy falls with T",
+           interval_claim(monotone_share(CIFAR_SET, "entropy", rising=False)),
            ALL_PAIRS),
     Anchor("Diag: share of the entropy change over the grid left above T = 1",
            "Diag levels off for T > 1 (small)",

@@ -26,7 +26,7 @@ from bench.reporting.figures.ggn_toys import (
 )
 from bench.reporting.protocol_claims import Claim, protocol_anchors
 from bench.reporting.spec import Anchor, ArtifactSpec
-from bench.reporting.verdicts import Factor, Interval
+from bench.reporting.verdicts import Count, Factor, Interval
 
 Records = list[dict[str, Any]]
 # One step of the regression grids (0.2 decades) and of the classification grid (4/18).
@@ -46,15 +46,24 @@ def optimum(coordinate: str, metric: str = "log_evidence"):
 
 
 def grid_steps_between_optima(step: float):
-    """Anchor getter: grid steps (the larger over delta and sigma^2) between the evidence
-    optimum and the test-log-likelihood optimum."""
+    """Anchor getter: grid steps of factor ``step`` (the larger over delta and sigma^2)
+    between the evidence optimum and the test-log-likelihood optimum, as an integer: the
+    log-ratio of two grid values is a whole number of steps up to rounding (2.0000000000005),
+    and a ratio that is not within 1e-6 of one is refused (ValueError: not a grid step)."""
 
-    def get(records: Records) -> float:
+    def steps_between(a: float, b: float) -> int:
+        steps = abs(math.log(a / b)) / math.log(step)
+        if abs(steps - round(steps)) > 1e-6:
+            raise ValueError(f"{a:g} and {b:g} are not a whole number of grid steps of "
+                             f"{step:g} apart ({steps:.6g})")
+        return round(steps)
+
+    def get(records: Records) -> int:
         points = grid_points(records)
         a, b = best_point(points), best_point(points, "test_ll")
-        steps = [abs(math.log(a.prior_precision / b.prior_precision)) / math.log(step)]
+        steps = [steps_between(a.prior_precision, b.prior_precision)]
         if a.noise_variance is not None:
-            steps.append(abs(math.log(a.noise_variance / b.noise_variance)) / math.log(step))
+            steps.append(steps_between(a.noise_variance, b.noise_variance))
         return max(steps)
 
     return get
@@ -368,7 +377,8 @@ FIGURE_5_2 = ArtifactSpec(
                ON_GRID_POINT),
         Anchor("grid steps between the evidence optimum and the test-LL optimum",
                "close (0 steps)", grid_steps_between_optima(REGRESSION_STEP),
-               ClaimRule(agree=1.0, close=2.0, higher_is_better=False), cause=optima_cause),
+               Count(agree=1, close=2),
+               cause=optima_cause),
         Anchor("share of {evidence, test LL} lower at the smallest delta than at the evidence "
                "optimum, over sigma^2 rows", "overfitting rejected (1)", overfitting_rejected,
                ALWAYS, cause=overfitting_cause),
@@ -493,7 +503,7 @@ FIGURE_5_3 = ArtifactSpec(
         _figure_5_3_anchor("grid steps between the evidence optimum and the test-LL optimum",
                            "plateau of the test LL (0 steps)",
                            grid_steps_between_optima(CLASSIFICATION_STEP),
-                           ClaimRule(agree=1.0, close=2.0, higher_is_better=False)),
+                           Count(agree=1, close=2)),
         Anchor("test LL at the evidence optimum minus the best test LL (mean, nats)",
                "on the test LL's plateau (0)", test_ll_loss_at_evidence_optimum,
                ClaimRule(agree=-0.05, close=-0.1)),
@@ -642,23 +652,25 @@ VOGGN_UNDERFIT_SIDE_RUN = (
 
 REGRESSION_CLAIMS = (
     Claim("GLM works for all four: share within 0.2 nats of the best GLM test NLL",
-          "all four", glm_consistent("test_nll", 0.2, higher_is_better=False), ALWAYS),
+          "all four", glm_consistent("test_nll", 0.2, higher_is_better=False), ALWAYS,
+          POSTERIORS),
     *(Claim(f"{row} NN sampling fails: NN / GLM mean predictive sd", "huge variance",
-            ratio(row, "mean_sd"), ClaimRule(agree=5.0, close=2.0))
+            ratio(row, "mean_sd"), ClaimRule(agree=5.0, close=2.0), (row,))
       for row in ("L-GGN", "OGGN")),
     *(Claim(f"{row} NN sampling fails: NN minus GLM test NLL (nats)", "wrong mean",
-            difference(row, "test_nll"), ClaimRule(agree=1.0, close=0.3))
+            difference(row, "test_nll"), ClaimRule(agree=1.0, close=0.3), (row,))
       for row in ("L-GGN", "OGGN")),
     Claim("LGVA NN sampling overestimates uncertainty: NN / GLM mean predictive sd",
-          "overestimated (> 1.5)", ratio("LGVA", "mean_sd"), ClaimRule(agree=1.5, close=1.2)),
+          "overestimated (> 1.5)", ratio("LGVA", "mean_sd"), ClaimRule(agree=1.5, close=1.2),
+          ("LGVA",)),
     Claim("VOGGN NN sampling is reasonable: NN minus GLM test NLL (nats)",
           "similar to GLM (<= 0.2)", difference("VOGGN", "test_nll"),
-          ClaimRule(agree=0.2, close=0.5, higher_is_better=False)),
+          ClaimRule(agree=0.2, close=0.5, higher_is_better=False), ("VOGGN",)),
     Claim("VOGGN NN sampling is reasonable: NN test NLL minus the best GLM test NLL",
           "similar to GLM (<= 0.2)", nn_minus_best_glm("VOGGN", "test_nll"),
-          ClaimRule(agree=0.2, close=0.5, higher_is_better=False)),
+          ClaimRule(agree=0.2, close=0.5, higher_is_better=False), POSTERIORS),
     Claim("VOGGN NN sampling is reasonable: NN / GLM mean predictive sd", "similar to GLM",
-          ratio("VOGGN", "mean_sd"), Interval(low=0.5, high=2.0, close_factor=2.0)),
+          ratio("VOGGN", "mean_sd"), Interval(low=0.5, high=2.0, close_factor=2.0), ("VOGGN",)),
 )
 
 FIGURE_5_4 = ArtifactSpec(
@@ -685,18 +697,19 @@ FIGURE_5_4 = ArtifactSpec(
 
 CLASSIFICATION_CLAIMS = (
     Claim("GLM works for all four: share within 0.03 of the best GLM test accuracy",
-          "all four", glm_consistent("accuracy", 0.03, higher_is_better=True), ALWAYS),
+          "all four", glm_consistent("accuracy", 0.03, higher_is_better=True), ALWAYS,
+          POSTERIORS),
     Claim("L-GGN NN sampling is near uniform: mean |2p - 1| on the test set",
           "uniform (near 0)", value("L-GGN", "nn/decisiveness"),
-          ClaimRule(agree=0.1, close=0.25, higher_is_better=False)),
+          ClaimRule(agree=0.1, close=0.25, higher_is_better=False), ("L-GGN",)),
     Claim("VOGGN NN sampling is viable: NN minus GLM test NLL (nats)", "similar to GLM",
           difference("VOGGN", "test_nll"),
-          ClaimRule(agree=0.05, close=0.15, higher_is_better=False)),
+          ClaimRule(agree=0.05, close=0.15, higher_is_better=False), ("VOGGN",)),
     Claim("VOGGN NN sampling is viable: NN test NLL minus the best GLM test NLL",
           "similar to GLM", nn_minus_best_glm("VOGGN", "test_nll"),
-          ClaimRule(agree=0.05, close=0.15, higher_is_better=False)),
+          ClaimRule(agree=0.05, close=0.15, higher_is_better=False), POSTERIORS),
     Claim("LGVA and OGGN NN sampling worse than their GLM: share with higher NN test NLL",
-          "worse (both)", nn_worse_than_glm(("LGVA", "OGGN")), ALWAYS),
+          "worse (both)", nn_worse_than_glm(("LGVA", "OGGN")), ALWAYS, ("LGVA", "OGGN")),
     Claim("L-GGN model sd grows away from the data: mean far / mean near the data",
           "grows (> 1)", value("L-GGN", "model_sd_far_over_near"),
           ClaimRule(agree=1.5, close=1.0)),

@@ -113,6 +113,7 @@ NOTES = (
 MAP_RECIPE = ArtifactSpec(
     paper="laplace_redux",
     artifact="map-recipe",
+    study=True,
     title="Table 3's MAP recipe: MAP, LA and LA* rows per training recipe (MNIST OOD, %)",
     paper_seed=None,
     target_artifacts=("table-3",),

@@ -113,7 +113,7 @@ def test_not_comparable_has_its_own_scoreboard_column_and_is_never_agrees_or_dif
     render_report(spec, [record(VALUES)], tmp_path)
     summaries = read_summaries(tmp_path)
     summary = summaries["ssla/table-7"]
-    assert summary["schema_version"] == 2
+    assert summary["schema_version"] == 3
     counts = summary["counts"]["paper"]
     assert (counts["not comparable"], counts["agrees"], counts["differs"], counts["close"]) == \
         (2, 0, 0, 1)

@@ -176,7 +176,7 @@ def test_findings_list_each_unconfirmed_number_and_claim_with_cause(tmp_path):
     missing = [line for line in lines if line.startswith("- **missing**")]
     assert len(missing) == 1 and "6 paper number(s)" in missing[0]  # one line per cause
     assert "N(0,10^6) SSLA" in missing[0] and "N(0,1) ASSLA" not in missing[0]
-    assert "1 claim(s) and 8 printed number(s) listed." in text
+    assert "1 claim(s) and 8 printed number(s) of the papers' rows listed" in text
 
 
 def test_timing_page_sums_jobs_and_states_the_gaps(tmp_path, committed):
@@ -219,4 +219,4 @@ def test_findings_list_shared_records_once_and_group_claims_waiting_for_data():
     grouped = [line for line in lines if line.startswith("- **needs data**")]
     assert len(grouped) == 1 and "2 claim(s): claim 1; claim 2" in grouped[0]
     assert grouped[0].endswith("Cause: image data set 'cifar10' (test split) not found")
-    assert "2 claim(s) and 1 printed number(s) listed." in text
+    assert "2 claim(s) and 1 printed number(s) of the papers' rows listed" in text

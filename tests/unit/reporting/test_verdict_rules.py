@@ -1,0 +1,148 @@
+"""The verdict rules of bench.reporting.verdicts, each on the case that once slipped through:
+a count of 2.0000000000005 steps, a collapsed fit judged as if it had learnt, a ratio of a
+total change of 0.0021 nats, a tolerance below the statistic's standard error, a rise read
+from its end point, a side-run row counted among the paper's numbers."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from bench.metrics.fit_health import assess, constant_prediction_check
+from bench.reporting.compare import anchor_table, comparison_table
+from bench.reporting.findings import findings_markdown
+from bench.reporting.spec import Anchor
+from bench.reporting.specs import SPECS
+from bench.reporting.summary import rendered_summary
+from bench.reporting.targets import PaperValue
+from bench.reporting.verdicts import (
+    AGREES,
+    CLOSE,
+    DIFFERS,
+    Count,
+    Estimate,
+    NotMeasurable,
+    Sign,
+    Tolerance,
+    judge,
+    ratio_above_floor,
+)
+
+TABLE_7 = SPECS["ssla/table-7"]
+PAPER = PaperValue("table-7", "N(0,1)", "SSLA", "-0.0259")
+
+
+def record(values: dict[tuple[str, str], float], seed: int = 0, protocol: str = "paper",
+           health: dict | None = None) -> dict:
+    return {"status": "ok", "seed": seed, "protocol": protocol, "scale": "cpu",
+            "method": "ssla_assla", "timings": {"total_s": 1.0}, "git_sha": "f" * 40,
+            "started_at": "2026-01-01T10:00:00+00:00",
+            "finished_at": "2026-01-01T11:00:00+00:00", "health": health or {},
+            "cells": [{"row": r, "column": c, "value": v} for (r, c), v in values.items()]}
+
+
+def test_a_count_is_compared_as_an_integer():
+    rule = Count(agree=1, close=2)
+    assert rule.classify(2, None, (math.nan, math.nan)) == CLOSE
+    assert rule.classify(1, None, (math.nan, math.nan)) == AGREES
+    assert rule.classify(3, None, (math.nan, math.nan)) == DIFFERS
+    with pytest.raises(ValueError, match="whole number"):
+        rule.classify(2.0000000000005, None, (math.nan, math.nan))
+
+
+def test_grid_steps_are_a_whole_number_even_where_the_log_ratio_is_not():
+    from bench.reporting.figures.ggn_toys import GRID_METRICS
+    from bench.reporting.specs.ggn_thesis import grid_steps_between_optima
+
+    # Evidence optimum at delta = 10**0.4, test-LL optimum at 10**0.0 on a 0.2-decade grid:
+    # log(10**0.4) / log(10**0.2) is 2 up to rounding; the count is the integer 2.
+    deltas = [10 ** (0.2 * k) for k in range(-2, 4)]
+    arrays = {"prior_precision": deltas, "log_evidence": [-(k - 2) ** 2 for k in range(-2, 4)],
+              "test_ll": [-(k * k) for k in range(-2, 4)]}
+    for name in GRID_METRICS:
+        arrays.setdefault(name, [0.0] * len(deltas))
+    steps = grid_steps_between_optima(10 ** 0.2)([{"arrays": arrays, "fitted": {}}])
+    assert steps == 2 and isinstance(steps, int)
+    with pytest.raises(ValueError, match="not a whole number of grid steps"):
+        grid_steps_between_optima(10 ** 0.3)([{"arrays": arrays, "fitted": {}}])
+
+
+def test_a_ratio_refuses_a_denominator_below_its_floor():
+    assert ratio_above_floor(0.5, 2.0, 0.01, "total change") == 0.25
+    with pytest.raises(NotMeasurable, match="total change 0.0021 below 0.01"):
+        ratio_above_floor(0.001, 0.0021, 0.01, "total change")
+
+
+def test_a_degenerate_ratio_anchor_is_not_measurable_never_agrees():
+    def levelled(records):
+        return ratio_above_floor(0.0, 0.0021, 0.01, "KFAC's total entropy change")
+
+    spec = dataclasses.replace(TABLE_7, anchors=(Anchor("levels off", "small", levelled,
+                                                        Tolerance(abs=0.1)),))
+    line = anchor_table(spec, [record({})]).iloc[0]
+    assert line["verdict"] == "not comparable"
+    assert line["cause"] == "not measurable: KFAC's total entropy change 0.0021 below 0.01"
+
+
+def test_a_tolerance_below_the_standard_error_defers_to_the_ci():
+    rule = Tolerance(abs=0.0001, use_ci=False)
+    # Paper inside our CI, the difference 2e-4 over the tolerance: with a standard error of
+    # 5e-4 the CI decides; without one, the tolerance does.
+    assert rule.classify(-0.0261, PAPER, (-0.0271, -0.0251), 0.0005) == AGREES
+    assert rule.classify(-0.0261, PAPER, (-0.0271, -0.0251)) == CLOSE
+    # A tolerance above the standard error is kept: use_ci=False ignores the CI.
+    wide = Tolerance(abs=0.00015, use_ci=False)
+    assert wide.classify(-0.0261, PAPER, (-0.0271, -0.0251), 0.0001) == CLOSE
+    assert judge(rule, PAPER, -0.0261, (-0.0271, -0.0251), "cause", 0.0005).verdict == AGREES
+
+
+def test_a_rise_is_judged_by_its_ci_not_its_end_point():
+    rule = Sign(positive=True)
+    assert rule.classify(0.004, None, (0.001, 0.007)) == AGREES
+    assert rule.classify(0.004, None, (-0.002, 0.010)) == CLOSE  # inside seed noise
+    assert rule.classify(-0.004, None, (-0.007, -0.001)) == DIFFERS
+    assert rule.classify(0.004, None, (math.nan, math.nan)) == CLOSE  # one seed
+    spec = dataclasses.replace(TABLE_7, anchors=(
+        Anchor("rise", "rises", lambda records: Estimate(0.004, -0.002, 0.010), rule),))
+    assert anchor_table(spec, [record({})]).iloc[0]["verdict"] == CLOSE
+
+
+def test_a_collapsed_fit_makes_its_cells_and_claims_not_comparable():
+    collapsed = assess([constant_prediction_check(395.2, 395.25, 150)])
+    values = {("N(0,1)", "SSLA"): -0.0259, ("N(0,0.1)", "SSLA"): -0.0300}
+    records = [record(values, health={"N(0,1)": collapsed})]
+    spec = dataclasses.replace(TABLE_7, anchors=(
+        Anchor("uses N(0,1)", "1", lambda r: 1.0, Tolerance(abs=0.1), rows=("N(0,1)",)),
+        Anchor("uses N(0,0.1)", "1", lambda r: 1.0, Tolerance(abs=0.1), rows=("N(0,0.1)",)),
+        Anchor("other protocol", "1", lambda r: 1.0, Tolerance(abs=0.1),
+               protocol="corrected")))
+    table = comparison_table(spec, records).set_index(["row", "column"])
+    assert table.loc[("N(0,1)", "SSLA"), "verdict"] == "not comparable"  # it would agree
+    assert table.loc[("N(0,1)", "SSLA"), "cause"].startswith("fit failed (N(0,1), seed 0: "
+                                                             "train NLL 395.2")
+    assert table.loc[("N(0,0.1)", "SSLA"), "verdict"] == DIFFERS
+    anchors = anchor_table(spec, records).set_index("label")["verdict"]
+    assert anchors.to_dict() == {"uses N(0,1)": "not comparable", "uses N(0,0.1)": AGREES,
+                                 "other protocol": AGREES}
+
+
+def test_side_run_rows_are_counted_and_listed_apart_from_the_papers():
+    spec = dataclasses.replace(TABLE_7, paper_rows={"N(0,1)": "N(0,1)",
+                                                    "N(0,1) (side run)": "N(0,1)"})
+    records = [record({("N(0,1)", "SSLA"): -0.0259, ("N(0,1) (side run)", "SSLA"): -0.05})]
+    table = comparison_table(spec, records)
+    summary = rendered_summary(spec, table, anchor_table(spec, records), records)
+    assert summary["counts"]["paper"]["agrees"] == 1
+    assert summary["counts"]["paper"]["differs"] == 0
+    assert summary["study_counts"]["paper"]["differs"] == 1
+    flags = {(c["row"], c["verdict"]): c["study"] for c in summary["unconfirmed_cells"]}
+    assert flags[("N(0,1) (side run)", DIFFERS)] is True
+    assert not any(study for (row, _), study in flags.items() if row == "N(0,1)")
+    page = findings_markdown({"ssla/table-7": {**summary, "paper": "ssla",
+                                                "artifact": "table-7"}},
+                             [("ssla", "table-7")])
+    main, studies = page.split("## Sensitivity studies and the corrected protocol")
+    assert "N(0,1) (side run)" not in main and "N(0,1) (side run)" in studies
+    assert "What differs: 0 number(s)" in main
