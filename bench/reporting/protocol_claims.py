@@ -17,7 +17,7 @@ from typing import Any
 
 from bench.reporting.claims import Statistic, claim
 from bench.reporting.spec import Anchor
-from bench.reporting.verdicts import VerdictRule
+from bench.reporting.verdicts import Estimate, VerdictRule
 
 Records = list[dict[str, Any]]
 PROTOCOLS = ("paper", "corrected")
@@ -25,14 +25,16 @@ PROTOCOLS = ("paper", "corrected")
 
 @dataclass(frozen=True)
 class Claim:
-    """A paper claim: label, the paper's wording, its statistic of the cells, its rule and
-    the rows whose fits the statistic uses (every row when empty)."""
+    """A paper claim: label, the paper's wording, its statistic of the mean cells (of the
+    records themselves with ``of_records``: a float or an Estimate), its rule and the rows
+    whose fits the statistic uses (every row when empty)."""
 
     label: str
     paper: str
     statistic: Statistic
     rule: VerdictRule
     rows: tuple[str, ...] = ()
+    of_records: bool = False
 
 
 def records_of(protocol: str, records: Records) -> Records:
@@ -48,19 +50,24 @@ def protocol_label(label: str, protocol: str) -> str:
     return f"{label} [protocol {protocol}]"
 
 
-def claim_value(statistic: Statistic, protocol: str) -> Callable[[Records], float]:
-    """Anchor getter: ``statistic`` of the mean cells of one protocol's records."""
-    return lambda records: claim(statistic)(records_of(protocol, records))
+def claim_value(item: Claim, protocol: str) -> Callable[[Records], float | Estimate]:
+    """Anchor getter: the claim's statistic of one protocol's records (of their mean cells
+    unless the claim reads the records)."""
+    statistic = item.statistic if item.of_records else claim(item.statistic)
+    return lambda records: statistic(records_of(protocol, records))
 
 
 def _verdict_text(item: Claim, protocol: str, records: Records) -> str:
     try:
-        value = claim_value(item.statistic, protocol)(records)
+        measured = claim_value(item, protocol)(records)
     except LookupError:
         return f"protocol {protocol}: no records"
+    value = float(measured)
     if not math.isfinite(value):
         return f"protocol {protocol}: no finite value"
-    verdict = item.rule.classify(value, None, (math.nan, math.nan))
+    ci = ((measured.low, measured.high) if isinstance(measured, Estimate)
+          else (math.nan, math.nan))
+    verdict = item.rule.classify(value, None, ci)
     return f"protocol {protocol}: {value:.3g} ({verdict})"
 
 
@@ -86,7 +93,7 @@ def protocol_anchors(claims: tuple[Claim, ...],
                      describe_fits: Callable[[Records], str]) -> tuple[Anchor, ...]:
     """Each claim as one anchor per protocol (paper first)."""
     return tuple(Anchor(protocol_label(item.label, protocol), item.paper,
-                        claim_value(item.statistic, protocol), item.rule,
+                        claim_value(item, protocol), item.rule,
                         cause=cross_protocol_cause(item, protocol, describe_fits),
                         protocol=protocol, rows=item.rows)
                  for protocol in PROTOCOLS for item in claims)

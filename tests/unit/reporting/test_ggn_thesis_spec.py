@@ -238,3 +238,28 @@ def test_constant_prediction_nll_of_a_bernoulli_record_is_the_label_entropy():
     assert constant_prediction_nll(record) == pytest.approx(
         -4 * (0.75 * math.log(0.75) + 0.25 * math.log(0.25)))
     assert constant_prediction_nll({"arrays": {}, "config": {}}) is None
+
+
+def boundary_record(seed: int, far_boundary_sd: float) -> dict:
+    """Two training inputs at the origin; map inputs near them and 2 away, on the decision
+    boundary (Bernoulli sd 0.5) or off it (0.1, with a huge model sd that must not count)."""
+    x_plot = [0.1, 0.0, 0.0, 0.1, 2.0, 0.0, 0.0, 2.0, 3.0, 3.0]
+    return {"variant": "L-GGN", "seed": seed, "protocol": "paper",
+            "config": {"task": {"near_distance": 0.2, "far_distance": 1.0}},
+            "arrays": {"x_train": [0.0, 0.0, 0.05, 0.0], "x_plot": x_plot,
+                       "blr/model_sd": [0.1, 0.1, far_boundary_sd, far_boundary_sd, 1e6],
+                       "blr/noise_sd": [0.5, 0.5, 0.5, 0.5, 0.1]}}
+
+
+def test_model_sd_growth_is_read_on_the_decision_boundary_only():
+    from bench.reporting.specs.ggn_thesis import boundary_log_growth, boundary_model_sd_growth
+
+    assert boundary_log_growth(boundary_record(0, 1.0)) == pytest.approx(1.0)
+    growth = boundary_model_sd_growth("L-GGN")([boundary_record(0, 1.0),
+                                                boundary_record(1, 10.0)])
+    assert growth.value == pytest.approx(1.5)
+    assert growth.low < 1.5 < growth.high
+    record = boundary_record(0, 1.0)
+    record["arrays"]["blr/noise_sd"] = [0.5, 0.5, 0.1, 0.1, 0.1]
+    with pytest.raises(LookupError, match="2 map input\\(s\\) near the data and 0 far"):
+        boundary_log_growth(record)

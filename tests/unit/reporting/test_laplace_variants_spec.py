@@ -47,3 +47,53 @@ def test_a_calibrated_variant_with_the_best_auroc_is_the_best():
 def test_kfac_is_compared_with_the_contending_structures_only():
     assert kfac_tradeoff(means(lowrank_ece=77.4)) == 1.0
     assert kfac_tradeoff(means(lowrank_ece=9.0)) == 0.0
+
+
+def test_the_figure_leaves_a_broken_predictive_off_its_axes_and_says_so():
+    from bench.reporting.figures.laplace_variants import variant_scatter
+
+    cells = means(lowrank_ece=77.4)
+    record = {"status": "ok", "seed": 0, "protocol": "paper",
+              "cells": [{"row": r, "column": c, "value": v} for (r, c), v in cells.items()]}
+    figure = variant_scatter([record])
+    structure_panel = figure.axes[0]
+    plotted = [tuple(point) for collection in structure_panel.collections
+               for point in collection.get_offsets()]
+    assert len(plotted) == 3 and (88.2, 95.6) not in plotted
+    assert structure_panel.get_ylim()[1] < 95.6
+    notes = [text.get_text() for text in structure_panel.texts]
+    assert notes == ["1 broken predictive(s) not shown (corrected ECE > 50 %)"]
+
+
+def test_one_point_tolerances_are_not_judged_below_the_noise_of_500_test_images():
+    import math
+
+    from bench.reporting.compare import anchor_table
+    from bench.reporting.specs import SPECS
+    from bench.reporting.specs.laplace_redux_variants import (
+        ANCHORS,
+        auroc_standard_error,
+        tolerance_noise_reason,
+    )
+
+    # Hanley-McNeil: AUROC 0.5 on 1 positive and 1 negative is sqrt(0.25 + 0 + 0) / 1.
+    assert auroc_standard_error(0.5, 1, 1) == 0.5
+    cells = means(lowrank_ece=77.4)
+
+    def record(n_test):
+        return {"status": "ok", "seed": 0, "protocol": "paper",
+                "config": {"dataset": {"n_test": n_test}},
+                "cells": [{"row": r, "column": c, "value": v} for (r, c), v in cells.items()]}
+
+    # The lowest accuracy, 87.4 % at 500, has the largest SE of a difference:
+    # 100 sqrt(2 * 0.874 * 0.126 / 500) = 2.10 points.
+    reason = tolerance_noise_reason([record(500)])
+    assert reason.startswith("tolerance below the noise: at 500 test images per set and 1 "
+                             f"seed(s) the standard error of a difference of two variants is "
+                             f"up to {100 * math.sqrt(2 * 0.874 * 0.126 / 500):.2f} accuracy")
+    lines = anchor_table(SPECS["laplace_redux/figure-8-mnist"], [record(500)]).set_index("label")
+    assert lines.loc[ANCHORS[1].label, "verdict"] == "not comparable"
+    assert lines.loc[ANCHORS[3].label, "verdict"] != "not comparable"  # no point tolerance
+    # The paper's 10,000 images would not resolve a 1-point AUROC tolerance at these AUROCs
+    # either, but 10^6 do: the reason goes away once the noise is below half the tolerance.
+    assert tolerance_noise_reason([record(1_000_000)]) == ""
