@@ -46,6 +46,7 @@ from bench.metrics.classification import (
     mean_confidence,
     nll,
 )
+from bench.metrics.fit_health import assess, classifier_checks
 from bench.predictive.categorical import Categorical
 from bench.training.image_recipe import initial_weights, network_recipe
 from bench.training.network_store import StoredNetwork, TrainingRecipe, trained_network
@@ -229,4 +230,15 @@ class ClassificationRunner:
         sets = self.input_sets(cfg, job)
         for variant in self.predict(cfg, job, sets):
             self.cells(cfg, job, variant)
+            record_health(job, variant)
         return job.result
+
+
+def record_health(job: ClassificationJob, variant: VariantPredictions) -> None:
+    """The variant's health (:func:`bench.metrics.fit_health.classifier_checks` on the
+    in-distribution test part) into ``job.result.health[variant.row]``, when the variant
+    predicted on it."""
+    predictive = variant.predictives.get(job.data.images)
+    if predictive is not None:
+        job.result.health[variant.row] = assess(classifier_checks(predictive,
+                                                                  job.splits.y_test))

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bench.metrics.classification import accuracy, nll
+
 # A fit must explain at least this much (nats per training point) beyond a constant prediction.
 MIN_GAIN_PER_POINT = 0.01
 # An accuracy counts as above chance beyond this many binomial standard errors of chance.
@@ -117,3 +119,20 @@ def fit_failed_reason(records: Iterable[dict[str, Any]], rows: Iterable[str] = (
         return ""
     more = f"; and {len(failed) - 2} more" if len(failed) > 2 else ""
     return f"fit failed ({'; '.join(failed[:2])}{more})"
+
+
+def classifier_checks(predictive: Any, labels: Any, what: str = "test") -> list[Check]:
+    """The checks of a classifier's predictive (a :class:`~bench.predictive.Categorical`) on
+    labelled points: its NLL finite, below the class shares' constant prediction by at least
+    ``MIN_GAIN_PER_POINT`` per point, and its accuracy above chance (one over the classes)."""
+    n = len(labels)
+    mean_nll = nll(predictive, labels)
+    checks = [finite_check({f"{what} NLL": mean_nll})]
+    if not checks[0].passed:
+        return checks
+    constant = constant_prediction_nll([int(v) for v in labels.tolist()], "categorical")
+    check = constant_prediction_check(n * mean_nll, constant, n)
+    checks.append(Check(check.name, check.passed, f"{what} {check.detail[6:]}"))
+    checks.append(chance_check(accuracy(predictive, labels), 1.0 / predictive.n_classes, n,
+                               f"{what} accuracy"))
+    return checks

@@ -32,6 +32,7 @@ from bench.harness.timing import Stopwatch
 from bench.jobs.classification_runner import predict_variants, prepare_job, short_name
 from bench.methods.baselines.map_classifier import MapClassifier
 from bench.metrics.classification import classification_metrics, ece
+from bench.metrics.fit_health import assess, classifier_checks
 from bench.predictive.categorical import Categorical
 
 PERCENT = 100.0
@@ -98,6 +99,8 @@ def run(cfg: DictConfig) -> TaskResult:
         row = f"{prefix} / {variant_label(cfg.method)}"
         score_cells(job.result, row, variant.predictives, job.splits.y_test, data.images,
                     ood_sets, cfg)
+        job.result.health[row] = assess(classifier_checks(variant.predictives[data.images],
+                                                          job.splits.y_test))
         job.result.add(row, "fit_s", job.result.timings[f"{variant.row}/fit_s"])
         job.result.add(row, "predict_s", sum(variant.predict_seconds.values()))
         prior = variant.diagnostics.get("prior_precision")

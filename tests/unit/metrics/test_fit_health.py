@@ -63,3 +63,21 @@ def test_assess_names_every_failed_check_and_the_reason_quotes_it():
     assert fit_failed_reason(records, ("OGGN",)).startswith("fit failed (OGGN, seed 0: non-finite")
     assert fit_failed_reason(records).startswith("fit failed (OGGN")
     assert fit_failed_reason([{"seed": 0}]) == ""
+
+
+def test_a_classifier_that_did_not_train_fails_and_one_that_did_passes():
+    """SGD that 'does not train' leaves the loss at ln 10: a uniform predictive."""
+    import torch
+
+    from bench.metrics.fit_health import classifier_checks
+    from bench.predictive.categorical import Categorical
+
+    labels = torch.arange(100) % 10
+    uniform = assess(classifier_checks(Categorical(torch.full((100, 10), 0.1)), labels))
+    assert uniform["healthy"] is False
+    constant_check, chance = uniform["why"].split("; ")
+    assert constant_check.startswith("test NLL 230.3 vs a constant prediction's 230.3 (")
+    assert chance == "test accuracy 0.1 vs chance 0.1 (needs > 0.16)"
+    confident = torch.full((100, 10), 0.01)
+    confident[torch.arange(100), labels] = 0.91
+    assert assess(classifier_checks(Categorical(confident), labels))["healthy"] is True
