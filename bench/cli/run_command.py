@@ -82,7 +82,8 @@ def _validate_and_run(argv: list[str]) -> None:
             run_single(argv, job)
         failed = sorted({*FAILED_JOBS, *failed_job_markers(markers)})
     if failed:
-        print(f"error: {len(failed)} job(s) failed; their records hold the tracebacks: "
+        print(f"error: {len(failed)} job(s) failed (in this run or, skipped, in an earlier "
+              "one: rerun_failed=true runs those again); their records hold the tracebacks: "
               f"{', '.join(failed)}", file=sys.stderr)
         sys.exit(1)
 

@@ -24,6 +24,7 @@ whenever every level occurs there (true for seed 42, not for seed 47, where thei
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -153,15 +154,32 @@ class UCIRegressionData:
     protocol: str = "paper"
     test_subsample: int | None = None
     root: str | None = None
+    accept_sha256: tuple[str, ...] = ()
 
     def splits(self, seed: int) -> RegressionSplits:
         """The standardised splits of ``seed`` (split and test subsample; 42 is the paper's)."""
-        return uci_splits(self.uci_name, self.protocol, seed, self.test_subsample, self.root)
+        return uci_splits(self.uci_name, self.protocol, seed, self.test_subsample, self.root,
+                          self.accept_sha256)
+
+
+def accepted_checksums(values: Collection[str] | None) -> tuple[str, ...]:
+    """``dataset.accept_sha256`` as a tuple of lowercase hex digests; a one-line ConfigError
+    for anything that is not a list of 64-digit hex strings."""
+    values = () if values is None else values
+    if isinstance(values, str) or not all(isinstance(v, str) for v in values):
+        raise ConfigError(f"dataset.accept_sha256={values!r} is not valid; use a list of "
+                          "sha256 hex digests, e.g. [4a40...05e] (64 hex digits each)")
+    digests = tuple(v.lower() for v in values)
+    bad = [v for v in digests if len(v) != 64 or any(c not in "0123456789abcdef" for c in v)]
+    if bad:
+        raise ConfigError(f"dataset.accept_sha256 holds {bad[0]!r}, not a sha256 hex digest "
+                          "(64 hex digits)")
+    return digests
 
 
 def uci_splits(
     name: str, protocol: str = "paper", seed: int = 42, test_subsample: int | None = None,
-    root: str | Path | None = None,
+    root: str | Path | None = None, accept_sha256: Collection[str] = (),
 ) -> RegressionSplits:
     """Standardised float32 splits of UCI data set ``name`` under ``protocol``.
 
@@ -169,7 +187,9 @@ def uci_splits(
     ``protocol=cfg.protocol.name``. ``test_subsample``: None is the paper's rule (50 test
     points for concrete, wine, bike, airfoil; the full test set otherwise), 0 keeps the full
     test set, n > 0 keeps n random test points. ``root`` overrides the data root
-    (``$BENCH_DATA_DIR``). Targets are standardised; ``y_scale`` is the target std used.
+    (``$BENCH_DATA_DIR``); ``accept_sha256``: checksums of raw-file copies used on purpose
+    (:func:`bench.datasets.uci_raw.read_verified`). Targets are standardised; ``y_scale`` is
+    the target std used.
     """
     require_choice("protocol.name", protocol, PROTOCOLS)
     source, recipe = uci_source(name), RECIPES[name]
@@ -179,7 +199,7 @@ def uci_splits(
             or test_subsample < 0:
         raise ConfigError(f"dataset.test_subsample={test_subsample!r} is not valid; "
                           "it must be null, 0 (full test set) or a positive integer")
-    raw = load_uci_frame(name, root)
+    raw = load_uci_frame(name, root, accepted_checksums(accept_sha256))
     paper = protocol == "paper"
     columns = _columns(recipe, paper)
     _require_columns(raw, [recipe.target, *columns["standardise"], *columns["passthrough"],

@@ -30,15 +30,15 @@ of step 1 are reconstructed (``shared/data/MANIFEST.md``):
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from bench.datasets.data_files import note_read
 from bench.datasets.data_root import DATA_DIR_ENV, data_root
 from bench.harness.errors import require_choice
-from bench.harness.hashing import file_sha256
 
 UCIMLREPO_CACHE = "ucimlrepo_original.csv"
 
@@ -189,23 +189,25 @@ def uci_source(name: str) -> UciSource:
     return UCI_SOURCES[require_choice("dataset.uci_name", name, UCI_SOURCES)]
 
 
-def load_uci_frame(name: str, root: str | Path | None = None) -> pd.DataFrame:
+def load_uci_frame(name: str, root: str | Path | None = None,
+                   accept_sha256: Collection[str] = ()) -> pd.DataFrame:
     """``fetch_ucirepo(id).data.original`` for data set ``name``, read offline when possible.
 
     Order: raw files under ``<root>/uci/<folder>/``, then the ucimlrepo cache CSV there, then
     a ucimlrepo download (cached for next time). ``frame.attrs["source"]`` says which was used.
     Raises :class:`UciDataMissingError` (one line: the files, the folder, ``BENCH_DATA_DIR``)
-    when none works.
+    when none works; ``accept_sha256`` as :func:`read_verified`.
     """
     source = uci_source(name)
     folder = source.directory(data_root() if root is None else Path(root))
     paths = [folder / f for f in source.files]
     if all(p.is_file() for p in paths):
-        frame = read_verified(source, paths)
+        frame = read_verified(source, paths, accept_sha256)
         frame.attrs["source"] = "raw files: " + ", ".join(str(p) for p in paths)
         return frame
     cache = folder / UCIMLREPO_CACHE
     if cache.is_file():
+        note_read(cache)
         frame = pd.read_csv(cache)
         frame.attrs["source"] = f"ucimlrepo cache: {cache}"
         return frame
@@ -238,22 +240,30 @@ def folder_checksums(folder: Path) -> dict[str, str]:
     return sums
 
 
-def read_verified(source: UciSource, paths: Sequence[Path]) -> pd.DataFrame:
+def read_verified(source: UciSource, paths: Sequence[Path],
+                  accept_sha256: Collection[str] = ()) -> pd.DataFrame:
     """Read the raw files, naming the file when one is unreadable, incomplete or altered.
 
-    A file whose sha256 matches the folder's ``SHA256SUMS`` or the known UCI copy is trusted;
-    any other copy must have UCI's row count, else the load stops (a file cut short).
+    A file whose sha256 matches the folder's ``SHA256SUMS`` or the known UCI copy is trusted.
+    A file with another checksum stops the load with one line naming the file and both
+    checksums, unless its checksum is in ``accept_sha256`` (``dataset.accept_sha256``: a copy
+    used on purpose, e.g. a re-saved spreadsheet); such a copy, and a file no checksum is known
+    for, must still have UCI's row count (else: a file cut short).
     """
     declared = folder_checksums(paths[0].parent)
     expected = {**KNOWN_SHA256, **declared}
     unverified = []
     for path in paths:
-        known = expected.get(path.name)
-        if known is None or file_sha256(path) != known:
-            if path.name in declared:
-                raise UciDataCorruptError(f"{path}: its sha256 differs from the one listed in "
-                                          f"{path.parent / FOLDER_CHECKSUMS}; replace the file")
-            unverified.append(path)
+        known, actual = expected.get(path.name), note_read(path)
+        if known == actual:
+            continue
+        if known is not None and actual not in accept_sha256:
+            where = (path.parent / FOLDER_CHECKSUMS if path.name in declared
+                     else "the shared data MANIFEST")
+            raise UciDataCorruptError(
+                f"{path}: sha256 {actual} is not the expected {known} ({where}); replace the "
+                f"file, or set dataset.accept_sha256=[{actual}] to use this copy on purpose")
+        unverified.append(path)
     try:
         frame = source.reader(paths)
     except Exception as err:  # xlrd, openpyxl and pandas raise many kinds on damaged files

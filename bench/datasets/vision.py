@@ -58,6 +58,7 @@ import torch
 from torch import Tensor
 
 from bench.datasets import image_files
+from bench.datasets.data_files import note_read
 from bench.datasets.data_root import DATA_DIR_ENV, data_root
 from bench.datasets.image_transforms import permute_pixels, pixel_permutation, rotate_images
 from bench.harness.errors import ConfigError, require_choice
@@ -326,6 +327,8 @@ def load_images(name: str, split: str, root: str | Path | None = None, *,
         message = missing_files_message(name, split, root, corruption=corruption,
                                         severity=severity)
         paths = _try_download(source, split, root, message, download)
+    for path in paths:
+        note_read(path)
     images, labels = _read_cached(name, tuple(_file_stamp(p) for p in paths), severity)
     source_text = ", ".join(str(p) for p in paths)
     return ImageSet(images, labels, name, split, source.num_classes, source_text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -23,4 +24,20 @@ def require_positive(key: str, value: Any) -> Any:
     """Return ``value`` if it is a positive number, else raise a one-line ConfigError."""
     if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
         raise ConfigError(f"{key}={value!r} is not valid; it must be a positive number")
+    return value
+
+
+def physical_memory_bytes() -> int:
+    """This machine's physical memory in bytes."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def require_fits_in_memory(key: str, value: Any, needed_bytes: float, what: str) -> Any:
+    """Return ``value`` if ``needed_bytes`` (``what`` it allocates, for the message) fit in
+    this machine's physical memory, else raise a one-line ConfigError naming ``key``."""
+    available = physical_memory_bytes()
+    if needed_bytes > available:
+        raise ConfigError(f"{key}={value!r} is not valid here: {what} need about "
+                          f"{needed_bytes / 2**30:,.0f} GiB, more than this machine's "
+                          f"{available / 2**30:,.0f} GiB")
     return value

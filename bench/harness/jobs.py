@@ -21,6 +21,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
+from bench.datasets.data_files import files_read, forget_reads
 from bench.harness.errors import ConfigError, require_choice
 from bench.harness.finished_jobs import job_identity
 from bench.harness.logs import job_log, logger, publish_job_log, quiet_libraries
@@ -100,6 +101,7 @@ def _now() -> str:
 
 def _run_task(cfg: DictConfig) -> tuple[TaskResult | None, str | None, str | None]:
     task = hydra.utils.get_method(cfg.task._target_)
+    forget_reads()
     try:
         result = task(cfg)
         bad = result.non_finite()
@@ -136,6 +138,8 @@ def run_job(cfg: DictConfig, cli_overrides: list[str] | None = None) -> tuple[st
         else:
             hint = " (rerun_failed=true runs it again)" if existing["status"] == "failed" else ""
             logger.info("skip %s [%s] %s%s", cfg.name, existing["status"], folder, hint)
+            if existing["status"] == "failed":
+                note_failed_job(folder)  # the run's result holds a failure: it exits 1
             return "skipped", existing
     check_task_inputs(cfg, hydra.utils.get_method(cfg.task._target_), CONF_DIR)
     check_dataset_node(cfg)
@@ -292,6 +296,7 @@ def _record(cfg: DictConfig, resolved: dict, chash: str, result: TaskResult | No
         "metrics": {k: float(v) for k, v in result.metrics.items()},
         "fitted": result.fitted,
         "health": result.health,
+        "data_sha256": files_read(),
         "arrays": {k: [_json_float(x) for x in v] for k, v in result.arrays.items()},
         "timings": {**result.timings, "total_s": clock.wall_s, "cpu_s": clock.cpu_s,
                     **first},

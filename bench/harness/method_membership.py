@@ -81,3 +81,23 @@ def unknown_memberships(conf_dir: Path) -> list[str]:
     return [f"{method}: {experiment}"
             for method, experiments in declared_memberships(conf_dir).items()
             for experiment in experiments if not sweeps_by_membership(experiment, conf_dir)]
+
+
+def is_side_run(experiment: str, conf_dir: Path) -> bool:
+    """Whether ``experiment`` is a side-run config: its ``name`` is another experiment's (its
+    records join that experiment's, README 'Running experiments')."""
+    name = _experiment_file(experiment, conf_dir).get("name")
+    return isinstance(name, str) and name != experiment
+
+
+def check_side_run_method(experiment: str, methods: list[str], conf_dir: Path) -> None:
+    """A one-line ConfigError when a side-run config that sweeps its members is given a
+    method it does not vary (its records would duplicate the main experiment's jobs under
+    another hash)."""
+    if not (is_side_run(experiment, conf_dir) and sweeps_by_membership(experiment, conf_dir)):
+        return
+    members = methods_appearing_in(experiment, conf_dir)
+    for method in methods:
+        if method not in members:
+            raise ConfigError(f"method={method} is not valid for experiment={experiment}: a "
+                              f"side run varies only {', '.join(members)}")

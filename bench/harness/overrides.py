@@ -13,6 +13,7 @@ from hydra.core.override_parser.types import Glob
 from omegaconf import DictConfig, OmegaConf
 
 from bench.harness.errors import ConfigError
+from bench.harness.method_membership import check_side_run_method
 from bench.harness.records import unwritable_reason
 from bench.harness.validation import check_typed_overrides
 
@@ -77,6 +78,10 @@ def check_overrides(overrides: list[str], conf_dir: Path = CONF_DIR) -> None:
                     raise ConfigError(f"{key}={value!r} is not valid; choose one of: {choices}")
         first = values[0] if override.is_sweep_override() else override.get_value_element_as_str()
         first_values.append(f"{override.get_key_element()}={first}")
+    chosen = {p.key_or_group.lstrip("+~"): sweep_values(p, groups) for p in parsed
+              if not p.is_delete()}
+    for experiment in chosen.get("experiment", []):
+        check_side_run_method(experiment, chosen.get("method", []), conf_dir)
     is_selection = [p.key_or_group.lstrip("+~") in groups for p in parsed]
     selections = [o for o, chosen in zip(first_values, is_selection, strict=True)
                   if chosen and not o.startswith("hydra")]

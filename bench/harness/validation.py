@@ -10,6 +10,7 @@ above against the type its default's elements share (``temperatures[0]='abc'`` i
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -17,6 +18,8 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from bench.harness.errors import ConfigError
 
 _ABSENT = object()
+# Integer keys must fit the 64-bit integers torch, numpy and the records hold.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def override_values(override) -> list[Any]:
@@ -38,9 +41,14 @@ def check_value_type(key: str, value: Any, default: Any) -> None:
     elif isinstance(default, int):
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(f"{key}={value!r} is not valid; it must be an integer")
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise ConfigError(f"{key}={value!r} is not valid; it must lie in the 64-bit integer "
+                              f"range [{INT64_MIN}, {INT64_MAX}]")
     elif isinstance(default, float):
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(f"{key}={value!r} is not valid; it must be a number")
+        if not math.isfinite(float(value)):
+            raise ConfigError(f"{key}={value!r} is not valid; it must be a finite number")
 
 
 def _check_list(key: str, value: Any, default: list | ListConfig) -> None:

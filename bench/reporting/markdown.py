@@ -231,6 +231,11 @@ def report_notes(spec: ArtifactSpec, table: pd.DataFrame,
     superseded = int(table["n_superseded"].sum()) if len(table) else 0
     if superseded:
         notes.append(f"{superseded} older value(s) of rerun seeds were replaced by newer records.")
+    unverified = [r for r in records if r.get("status") == "ok" and "data_sha256" not in r]
+    if unverified:
+        notes.append(f"Unverified data: {len(unverified)} of the ok records were written before "
+                     "records held the sha256 of every data file they read (data_sha256), so "
+                     "nothing traces the bytes their numbers came from.")
     return notes
 
 

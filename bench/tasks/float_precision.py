@@ -7,7 +7,7 @@ from omegaconf import DictConfig
 
 from bench.contracts.capabilities import AggregateIncrement
 from bench.datasets.conjugate_problems import ConjugateProblem, NormalNormalData
-from bench.harness.errors import require_positive
+from bench.harness.errors import require_fits_in_memory, require_positive
 from bench.harness.method_nodes import instantiate_method
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator, resolve_dtype
@@ -22,6 +22,10 @@ from bench.models.conjugate_models import NormalMeanModel
 from bench.models.parametric import Data
 from bench.predictive.densities import GridDensity
 
+# Arrays of n values alive at once (draws in two precisions, increments, log-likelihood
+# terms): a lower bound of the job's memory, enough to refuse an n that cannot fit.
+LIVE_ARRAYS = 4
+
 
 @takes(datasets=(NormalNormalData,), methods=(AggregateIncrement,))
 def run(cfg: DictConfig) -> TaskResult:
@@ -33,6 +37,8 @@ def run(cfg: DictConfig) -> TaskResult:
     ``n=<n>/float64``; columns as Table 1.
     """
     n = int(require_positive("task.n", cfg.task.n))
+    require_fits_in_memory("task.n", n, LIVE_ARRAYS * 8 * n,
+                           f"{LIVE_ARRAYS} float64 arrays of task.n values")
     dtype = resolve_dtype(cfg.task.dtype, key="task.dtype")
     ds = cfg.dataset
     draws = torch.normal(

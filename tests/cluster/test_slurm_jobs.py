@@ -138,7 +138,7 @@ def test_a_failed_job_leaves_a_failed_record_with_its_traceback(failed_run):
 def test_a_failed_job_makes_the_submitting_command_exit_nonzero(failed_run):
     done = failed_run["done"]
     assert done.returncode != 0, describe(done)
-    assert "1 job(s) failed; their records hold the tracebacks" in done.stderr, describe(done)
+    assert "1 job(s) failed (in this run" in done.stderr, describe(done)
 
 
 def one_line_error(done: subprocess.CompletedProcess) -> str:

@@ -419,8 +419,11 @@ def test_a_file_cut_on_a_line_boundary_is_named(tmp_path):
     path = folder / "Daily_Demand_Forecasting_Orders.csv"
     lines = path.read_bytes().split(b"\r\n")
     path.write_bytes(b"\r\n".join(lines[:30]) + b"\r\n")
-    with pytest.raises(UciDataCorruptError, match=r"29 data rows where UCI 'daily_demand' has 60"):
+    with pytest.raises(UciDataCorruptError, match=r"Daily_Demand_Forecasting_Orders.csv: sha256"):
         load_uci_frame("daily_demand", root=tmp_path)
+    accepted = (file_sha256(path),)  # accepted on purpose, a copy must still be complete
+    with pytest.raises(UciDataCorruptError, match=r"29 data rows where UCI 'daily_demand' has 60"):
+        load_uci_frame("daily_demand", root=tmp_path, accept_sha256=accepted)
 
 
 @pytest.mark.parametrize("content", [b"", b"\x00\xff garbage \x89PNG" * 50])
@@ -429,7 +432,7 @@ def test_an_unreadable_file_is_named(tmp_path, content):
     path = folder / "Real estate valuation data set.xlsx"
     path.write_bytes(content)
     with pytest.raises(UciDataCorruptError, match="cannot read .*Real estate valuation"):
-        load_uci_frame("real_estate", root=tmp_path)
+        load_uci_frame("real_estate", root=tmp_path, accept_sha256=(file_sha256(path),))
 
 
 def test_a_truncated_spreadsheet_is_named(tmp_path):
@@ -443,5 +446,44 @@ def test_a_truncated_spreadsheet_is_named(tmp_path):
 def test_a_declared_checksum_that_does_not_match_is_named(tmp_path):
     folder = _copy_source(tmp_path, "liver_disorders")
     (folder / FOLDER_CHECKSUMS).write_text(f"{'0' * 64}  bupa.data\n")
-    with pytest.raises(UciDataCorruptError, match="bupa.data: its sha256 differs"):
+    with pytest.raises(UciDataCorruptError, match=f"bupa.data: sha256 .* is not the expected "
+                                                  f"{'0' * 64} .*SHA256SUMS"):
         load_uci_frame("liver", root=tmp_path)
+
+
+def test_one_changed_value_with_the_row_count_kept_stops_the_load(tmp_path):
+    """The issue's case: airfoil with one value 1000 -> 123456 was accepted silently."""
+    folder = _copy_source(tmp_path, "airfoil")
+    path = folder / "airfoil_self_noise.dat"
+    text = path.read_text()
+    assert text.startswith("800\t")
+    path.write_text("123456" + text[3:])
+    changed = file_sha256(path)
+    with pytest.raises(UciDataCorruptError) as caught:
+        load_uci_frame("airfoil", root=tmp_path)
+    message = str(caught.value)
+    assert "\n" not in message and changed in message
+    assert "74c75fd71783f1e6b71f8a622b993dc592897a97cd689c5090a07147a1b097b3" in message
+    assert f"dataset.accept_sha256=[{changed}]" in message
+    frame = load_uci_frame("airfoil", root=tmp_path, accept_sha256=(changed,))
+    assert frame.iloc[0, 0] == 123456
+
+
+def test_a_job_record_holds_the_sha256_of_every_data_file_it_read(tmp_path):
+    from bench.datasets.data_files import files_read, forget_reads
+
+    _copy_source(tmp_path, "airfoil")
+    forget_reads()
+    load_uci_frame("airfoil", root=tmp_path)
+    path = tmp_path / "uci" / "airfoil" / "airfoil_self_noise.dat"
+    assert files_read() == {str(path): file_sha256(path)}
+    forget_reads()
+    assert files_read() == {}
+
+
+@pytest.mark.parametrize("value", ["4a40", ["xyz" * 22]])
+def test_an_accepted_checksum_must_be_a_sha256_digest(value):
+    from bench.datasets.uci import accepted_checksums
+
+    with pytest.raises(ConfigError, match="dataset.accept_sha256"):
+        accepted_checksums(value)

@@ -61,7 +61,9 @@ def test_a_failure_noted_by_a_job_in_another_process_reaches_the_submitting_comm
         run_cli.main(["-m", "experiment=ssla/table-7", "scale=smoke", f"results_dir={tmp_path}"])
     assert stop.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"error: 1 job(s) failed; their records hold the tracebacks: {folder}"]
+    assert err == ["error: 1 job(s) failed (in this run or, skipped, in an earlier one: "
+                   "rerun_failed=true runs those again); their records hold the tracebacks: "
+                   f"{folder}"]
     assert FAILED_JOBS_DIR_ENV not in os.environ
     assert not list((tmp_path / ".hydra").glob("failed-jobs-*"))
 

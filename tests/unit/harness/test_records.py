@@ -107,6 +107,18 @@ def test_skipping_a_failed_record_says_how_to_rerun_it(tmp_path, caplog):
     assert outcome == "skipped" and "rerun_failed=true" in caplog.text
 
 
+def test_a_skipped_failed_record_counts_as_a_failure_of_the_run(tmp_path, monkeypatch):
+    """A run whose only job is an earlier failed record used to exit 0."""
+    from bench.harness import jobs
+
+    overrides = ["task._target_=tests.helpers.failing_task"]
+    _run(tmp_path, *overrides)
+    monkeypatch.setattr(jobs, "FAILED_JOBS", [])
+    outcome, record = _run(tmp_path, *overrides)
+    assert outcome == "skipped" and record["status"] == "failed"
+    assert len(jobs.FAILED_JOBS) == 1 and jobs.FAILED_JOBS[0].startswith(str(tmp_path))
+
+
 def test_report_lists_a_damaged_record_and_keeps_a_report_of_another_scale(tmp_path, capsys):
     from bench.cli.report_command import main as report_main
 

@@ -146,3 +146,35 @@ def test_a_file_where_hydras_run_folder_belongs_is_one_line_naming_it(blocker, m
     line = config_error_line([*mode, "experiment=ssla/table-7", "scale=smoke"], tmp_path,
                              capsys, monkeypatch)
     assert f"{tmp_path / blocker} is a file" in line
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["experiment=ssla/blr", "scale=smoke", "dataset.sigma2=nan"],
+     "dataset.sigma2=nan is not valid; it must be a finite number"),
+    (["experiment=ssla/blr", "scale=smoke", "dataset.sigma2=inf"],
+     "dataset.sigma2=inf is not valid; it must be a finite number"),
+    ([*BASE, "seed=99999999999999999999"],
+     "seed=99999999999999999999 is not valid; it must lie in the 64-bit integer range"),
+    (["experiment=laplace_redux/table-3-side-runs", "scale=smoke", "method=swag"],
+     "method=swag is not valid for experiment=laplace_redux/table-3-side-runs: a side run "
+     "varies only bayes_by_backprop_kl_sum, cyclical_sghmc_code_counter"),
+])
+def test_non_finite_out_of_range_and_unvaried_side_run_values_are_one_line(overrides, message):
+    with pytest.raises(ConfigError) as caught:
+        check_overrides(overrides)
+    assert str(caught.value).startswith(message) and "\n" not in str(caught.value)
+
+
+def test_a_side_run_takes_the_methods_it_varies():
+    check_overrides(["experiment=laplace_redux/table-3-side-runs", "scale=smoke",
+                     "method=bayes_by_backprop_kl_sum"])
+
+
+def test_a_size_that_cannot_fit_in_memory_is_refused_naming_the_key():
+    from bench.harness.errors import require_fits_in_memory
+
+    with pytest.raises(ConfigError, match=r"task.n=100000000000000 is not valid here: 4 "
+                                          r"float64 arrays of task.n values need about"):
+        require_fits_in_memory("task.n", 10**14, 4 * 8 * 10**14,
+                               "4 float64 arrays of task.n values")
+    assert require_fits_in_memory("task.n", 10, 320, "4 float64 arrays") == 10
