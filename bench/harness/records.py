@@ -5,8 +5,9 @@ the resolved config minus keys that do not change a result (paths, resume flags)
 same experiment, seed and settings always land in the same folder and a rerun can skip it.
 
 Each record also carries ``record_sha256``, the SHA-256 of its own canonical JSON without that
-field, checked on reading: a record edited after it was written is damaged. Records written
-before the field existed have none and are read unverified.
+field, checked on reading: a record edited after it was written is damaged, and so is a
+schema-2 record without the field (deleting it does not switch the check off). Records of
+schema 1 written before the field existed have none and are read unverified.
 """
 
 from __future__ import annotations
@@ -21,7 +22,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+# Version 2 records always carry record_sha256 (and data_sha256, health); version 1 records
+# may lack the hash (written before it existed) and are then read unverified.
+SCHEMA_VERSION = 2
+READABLE_SCHEMAS = (1, 2)
+HASH_REQUIRED_SINCE = 2
 RECORD_NAME = "record.json"
 RECORD_HASH_FIELD = "record_sha256"
 # A writer's temporary file (``.record-*.tmp``) lives for the seconds of one write; one older
@@ -129,8 +134,9 @@ def schema_problem(record: Any) -> str | None:
     missing = [name for name in REQUIRED_FIELDS if name not in record]
     if missing:
         return f"missing field(s) {', '.join(missing)}"
-    if record["schema_version"] != SCHEMA_VERSION:
-        return f"schema_version {record['schema_version']!r}, expected {SCHEMA_VERSION}"
+    if record["schema_version"] not in READABLE_SCHEMAS:
+        return (f"schema_version {record['schema_version']!r}, expected one of "
+                f"{', '.join(map(str, READABLE_SCHEMAS))}")
     if record["status"] not in STATUSES:
         return f"status {record['status']!r}, expected one of {', '.join(STATUSES)}"
     cells = record["cells"]
@@ -156,6 +162,9 @@ def hash_problem(record: dict[str, Any]) -> str | None:
     """Why ``record``'s content does not match its ``record_sha256``, or None when it does
     (or when it has none: a record written before the field existed)."""
     if RECORD_HASH_FIELD not in record:
+        if record.get("schema_version", 1) >= HASH_REQUIRED_SINCE:
+            return (f"no {RECORD_HASH_FIELD}, which every schema {HASH_REQUIRED_SINCE} record "
+                    "carries: edited after it was written")
         return None
     stored, actual = record[RECORD_HASH_FIELD], record_content_hash(record)
     if stored != actual:

@@ -66,6 +66,18 @@ def test_a_tampered_but_valid_value_makes_the_record_damaged(tmp_path):
     assert [err.path for err in damaged] == [path]
 
 
+def test_deleting_the_hash_of_a_schema_2_record_does_not_switch_the_check_off(tmp_path):
+    """The issue's case: without record_sha256 an edited value of 999 was read as valid."""
+    folder = _folder(tmp_path, 0)
+    folder.mkdir(parents=True)
+    edited = {**_record(0), "schema_version": 2,
+              "cells": [{"row": "N(0,1)", "column": "SSLA", "value": 999.0}]}
+    (folder / "record.json").write_text(json.dumps(edited))
+    with pytest.raises(DamagedRecord, match="no record_sha256, which every schema 2 record "
+                                            "carries"):
+        read_record(folder)
+
+
 def test_a_record_written_before_hashes_existed_is_still_read(tmp_path):
     folder = _folder(tmp_path, 0)
     folder.mkdir(parents=True)
