@@ -24,7 +24,7 @@ from bench.reporting.index import write_overview
 from bench.reporting.render import ScaleConflict, render_report
 from bench.reporting.spec import ArtifactSpec
 from bench.reporting.specs import SPECS
-from bench.reporting.summary import MissingCause
+from bench.reporting.summary import DamagedSummary, MissingCause
 
 SCALE_ORDER = ("paper", "cpu", "smoke")
 
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"wrote {path} (backfilled from the report's files)")
             for path in write_overview(args.out):
                 print(f"wrote {path}")
-    except (ReportError, MissingCause) as err:
+    except (ReportError, MissingCause, DamagedSummary) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -265,13 +265,14 @@ def available_cores() -> int:
 
 
 def split_by_seed(overrides: list[str]) -> list[list[str]]:
-    """One multirun per value of the ``seed=`` sweep item of ``overrides`` (unchanged when it
-    has one value or none)."""
-    for index, item in enumerate(overrides):
-        if item.startswith("seed="):
-            seeds = item.split("=", 1)[1].split(",")
+    """One multirun per value of the ``seed=`` sweep item of ``overrides``, read by Hydra's own
+    parser (``1,2``, ``range(0,3)``, ``choice(4,5)``); unchanged when it has one value or
+    none."""
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    for index, item in enumerate(parsed):
+        if item.key_or_group == "seed" and item.is_sweep_override():
             return [overrides[:index] + [f"seed={seed}"] + overrides[index + 1:]
-                    for seed in seeds]
+                    for seed in item.sweep_string_iterator()]
     return [overrides]
 
 

@@ -384,12 +384,33 @@ def is_current(path: Path) -> bool:
     return stamp is not None and stamp == file_digest(report_csv(path))
 
 
+class DamagedSummary(ValueError):
+    """A summary file that cannot be read back (cut short, edited, not JSON)."""
+
+
+def read_summary_file(path: Path) -> dict[str, Any]:
+    """One summary; :class:`DamagedSummary` (one line naming the file and how to redo it) when
+    it is not a JSON object with its paper and artifact."""
+    try:
+        summary = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        reason = " ".join(str(err).split())[:120]
+        raise DamagedSummary(f"{path}: damaged summary ({type(err).__name__}: {reason}); "
+                             "re-render its report with python -m bench.report "
+                             "<paper>/<artifact>, or delete the file") from None
+    if not isinstance(summary, dict) or not {"paper", "artifact"} <= set(summary):
+        raise DamagedSummary(f"{path}: damaged summary (no paper and artifact); re-render its "
+                             "report with python -m bench.report <paper>/<artifact>, or "
+                             "delete the file")
+    return summary
+
+
 def read_summaries(out_dir: Path) -> dict[str, dict[str, Any]]:
     """Every ``<paper>/<artifact>.summary.json`` under ``out_dir``, keyed by
     ``<paper>/<artifact>``."""
     found = {}
     for path in sorted(Path(out_dir).glob(f"*/*{SUMMARY_SUFFIX}")):
-        summary = json.loads(path.read_text(encoding="utf-8"))
+        summary = read_summary_file(path)
         found[f"{summary['paper']}/{summary['artifact']}"] = summary
     return found
 

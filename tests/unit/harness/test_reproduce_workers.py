@@ -20,6 +20,13 @@ def test_split_by_seed_gives_one_multirun_per_seed():
                                                                          "method=a,b"]]
 
 
+@pytest.mark.parametrize("sweep", ["seed=range(0,3)", "seed=choice(0,1,2)", "seed=0,1,2"])
+def test_a_seed_sweep_in_any_hydra_spelling_splits_by_its_values(sweep):
+    """range(0,3) was cut at its comma into seed=range(0 and seed=3) (a 36-line traceback)."""
+    assert reproduce.split_by_seed(["experiment=x", sweep, "method=a,b"]) == [
+        ["experiment=x", f"seed={seed}", "method=a,b"] for seed in (0, 1, 2)]
+
+
 def test_workers_share_the_cores_as_torch_threads(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(reproduce, "available_cores", lambda: 8)

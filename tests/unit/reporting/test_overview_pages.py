@@ -220,3 +220,15 @@ def test_findings_list_shared_records_once_and_group_claims_waiting_for_data():
     assert len(grouped) == 1 and "2 claim(s): claim 1; claim 2" in grouped[0]
     assert grouped[0].endswith("Cause: image data set 'cifar10' (test split) not found")
     assert "2 claim(s) and 1 printed number(s) of the papers' rows listed" in text
+
+
+def test_a_damaged_summary_stops_the_index_with_one_line_naming_it(tmp_path, capsys):
+    from bench.cli.report_command import main as report_main
+
+    damaged = tmp_path / "ssla" / "table-7.summary.json"
+    damaged.parent.mkdir(parents=True)
+    damaged.write_text('{"schema_version": 3, "paper": "ssla", "artif')
+    assert report_main(["--index", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err
+    assert err.startswith(f"error: {damaged}: damaged summary (JSONDecodeError: ")
