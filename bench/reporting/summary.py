@@ -380,7 +380,7 @@ def is_current(path: Path) -> bool:
     path = Path(path)
     if not path.is_file():
         return False
-    stamp = json.loads(path.read_text(encoding="utf-8")).get("report_csv_sha256")
+    stamp = read_summary_file(path).get("report_csv_sha256")
     return stamp is not None and stamp == file_digest(report_csv(path))
 
 
