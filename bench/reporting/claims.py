@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.reporting.aggregate import aggregate_cells, cells_frame, mean_and_ci
 from bench.reporting.targets import PaperValue
-from bench.reporting.verdicts import AGREES, CLOSE, DIFFERS, VerdictRule
+from bench.reporting.verdicts import AGREES, CLOSE, DIFFERS, Estimate, VerdictRule
 
 Means = dict[tuple[str, str], float]
 Statistic = Callable[[Means], float]
@@ -98,6 +98,38 @@ def mean_of(values: Iterable[float]) -> float:
     return sum(values) / len(values)
 
 
+def per_seed_values(records: list[dict[str, Any]],
+                    getter: Callable[[list[dict[str, Any]]], float],
+                    skipped: tuple[type[Exception], ...] = (LookupError,)) -> list[float]:
+    """``getter`` of each seed's own records, seeds in first-seen order; a seed where it
+    raises one of ``skipped`` is left out."""
+    by_seed: dict[Any, list[dict[str, Any]]] = {}
+    for record in records:
+        by_seed.setdefault(record["seed"], []).append(record)
+    values = []
+    for seed_records in by_seed.values():
+        try:
+            values.append(getter(seed_records))
+        except skipped:
+            continue
+    return values
+
+
+def over_seeds(getter: Callable[[list[dict[str, Any]]], float],
+               what: str) -> Callable[[list[dict[str, Any]]], Estimate]:
+    """Anchor getter: the mean over seeds of ``getter`` on each seed's records with its 95%
+    CI (LookupError naming ``what`` when no seed has it)."""
+
+    def get(records: list[dict[str, Any]]) -> Estimate:
+        values = per_seed_values(records, getter)
+        if not values:
+            raise LookupError(f"no {what} in the records")
+        mean, _, low, high = mean_and_ci(values)
+        return Estimate(mean, low, high)
+
+    return get
+
+
 def seed_spread_cause(getter: Callable[[list[dict[str, Any]]], float], what: str,
                       threshold: float, unresolved: str) -> Callable[[list[dict[str, Any]]], str]:
     """Anchor cause quoting ``getter`` (an anchor's ``ours``) on each seed's own records: their
@@ -106,15 +138,8 @@ def seed_spread_cause(getter: Callable[[list[dict[str, Any]]], float], what: str
     LookupError with fewer than two seeds it can be computed on."""
 
     def cause(records: list[dict[str, Any]]) -> str:
-        by_seed: dict[Any, list[dict[str, Any]]] = {}
-        for record in records:
-            by_seed.setdefault(record["seed"], []).append(record)
-        values = []
-        for seed_records in by_seed.values():
-            try:
-                values.append(getter(seed_records))
-            except (LookupError, ValueError, ArithmeticError, TypeError):
-                continue
+        values = per_seed_values(records, getter,
+                                 (LookupError, ValueError, ArithmeticError, TypeError))
         if len(values) < 2:
             raise LookupError("fewer than two seeds to spread over")
         mean, _, low, high = mean_and_ci(values)

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
 
-from bench.reporting.aggregate import mean_and_ci
 from bench.reporting.claims import (
     ClaimRule,
     Means,
@@ -28,6 +27,7 @@ from bench.reporting.claims import (
     claim,
     fraction,
     mean_of,
+    over_seeds,
     summarise_cells,
 )
 from bench.reporting.figures.structures_plots import (
@@ -286,23 +286,11 @@ def change_over_grid(row: str, data_set: str, metric: str) -> Callable[[list[dic
     """Anchor getter: the metric at the largest T minus at the smallest T (the claim's own
     quantity), the mean over seeds of each seed's difference with its 95% CI."""
 
-    def get(records: list[dict[str, Any]]) -> Estimate:
-        by_seed: dict[Any, list[dict[str, Any]]] = {}
-        for record in records:
-            by_seed.setdefault(record["seed"], []).append(record)
-        changes = []
-        for seed_records in by_seed.values():
-            try:
-                curve = _curve(cell_means(seed_records), row, data_set, metric)
-            except LookupError:
-                continue
-            changes.append(curve[-1][1] - curve[0][1])
-        if not changes:
-            raise LookupError(f"no {data_set}/{metric} curve for {row}")
-        mean, _, low, high = mean_and_ci(changes)
-        return Estimate(mean, low, high)
+    def change(seed_records: list[dict[str, Any]]) -> float:
+        curve = _curve(cell_means(seed_records), row, data_set, metric)
+        return curve[-1][1] - curve[0][1]
 
-    return get
+    return over_seeds(change, f"{data_set}/{metric} curve for {row}")
 
 
 def monotone_cause(data_set: str, metric: str, rising: bool,

@@ -13,8 +13,7 @@ import fnmatch
 import math
 from typing import Any
 
-from bench.reporting.aggregate import mean_and_ci
-from bench.reporting.claims import ClaimRule, Means, fraction
+from bench.reporting.claims import ClaimRule, Means, fraction, over_seeds
 from bench.reporting.figures.ggn_toys import (
     FIGURE_POSTERIORS,
     POSTERIORS,
@@ -27,7 +26,7 @@ from bench.reporting.figures.ggn_toys import (
 )
 from bench.reporting.protocol_claims import Claim, protocol_anchors
 from bench.reporting.spec import Anchor, ArtifactSpec
-from bench.reporting.verdicts import Count, Estimate, Factor, Interval, Sign
+from bench.reporting.verdicts import Count, Factor, Interval, Sign
 
 Records = list[dict[str, Any]]
 # One step of the regression grids (0.2 decades) and of the classification grid (4/18).
@@ -200,18 +199,17 @@ def boundary_log_growth(record: dict[str, Any]) -> float:
 
 
 def boundary_model_sd_growth(row: str):
-    """Claim statistic of the records: :func:`boundary_log_growth` of ``row``'s records, the
-    mean over seeds with its 95% CI."""
+    """Claim statistic of the records: :func:`boundary_log_growth` of ``row``'s record of
+    each seed, the mean over seeds with its 95% CI."""
 
-    def statistic(records: Records) -> Estimate:
-        values = [boundary_log_growth(r) for r in records
-                  if r.get("variant") == row and "blr/model_sd" in r.get("arrays", {})]
-        if not values:
+    def growth(seed_records: Records) -> float:
+        found = [r for r in seed_records
+                 if r.get("variant") == row and "blr/model_sd" in r.get("arrays", {})]
+        if not found:
             raise LookupError(f"no {row} record with the BLR maps")
-        mean, _, low, high = mean_and_ci(values)
-        return Estimate(mean, low, high)
+        return boundary_log_growth(found[0])
 
-    return statistic
+    return over_seeds(growth, f"{row} record with the BLR maps")
 
 
 def nn_worse_than_glm(rows: tuple[str, ...]):
