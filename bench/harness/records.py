@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 import threading
 import time
@@ -286,15 +287,25 @@ def archive_failed_record(folder: Path) -> Path | None:
     return set_aside_run(folder, "failed")
 
 
+# Below this much free space a run cannot write Hydra's run files and its records (a record
+# with figure arrays is tens of KiB): refused before any job starts.
+MIN_FREE_BYTES = 1 << 20
+
+
 def unwritable_reason(folder: Path) -> str | None:
-    """Create ``folder`` and write a probe file in it; why that failed, or None if it worked."""
+    """Create ``folder`` and write a probe file in it; why that failed (or why the disk
+    holding it is too full to take a run's files), or None if it worked."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         probe = folder / f".write-probe-{os.getpid()}-{threading.get_ident()}"
         probe.touch()
         probe.unlink()
+        free = shutil.disk_usage(folder).free
     except OSError as err:
         return err.strerror or type(err).__name__
+    if free < MIN_FREE_BYTES:
+        return (f"only {free // 1024} KiB free on its disk, fewer than the "
+                f"{MIN_FREE_BYTES // 1024} KiB a run needs for its records and Hydra's files")
     return None
 
 

@@ -178,3 +178,22 @@ def test_a_size_that_cannot_fit_in_memory_is_refused_naming_the_key():
         require_fits_in_memory("task.n", 10**14, 4 * 8 * 10**14,
                                "4 float64 arrays of task.n values")
     assert require_fits_in_memory("task.n", 10, 320, "4 float64 arrays") == 10
+
+
+def test_a_results_dir_on_a_full_disk_is_refused_before_hydra_writes_there(tmp_path,
+                                                                              monkeypatch):
+    """A nearly full disk gave a 22-line traceback from Hydra's multirun.yaml write."""
+    import shutil
+    from collections import namedtuple
+
+    from bench.harness.overrides import require_writable_results_dir
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(65536, 61440, 4096))
+    with pytest.raises(ConfigError) as caught:
+        require_writable_results_dir([f"results_dir={tmp_path}"])
+    assert str(caught.value) == (
+        f"results_dir={str(tmp_path)!r} cannot be written (only 4 KiB free on its disk, fewer "
+        "than the 1024 KiB a run needs for its records and Hydra's files); set results_dir= "
+        "or BENCH_RESULTS_DIR to a writable folder")
+    assert not (tmp_path / ".hydra").exists()
