@@ -23,7 +23,8 @@ import re
 import socket
 import sys
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,29 @@ def claim_worker(storage: str, name: str, worker: int) -> None:
     _CLAIMS[str(path)] = fd
 
 
+@contextmanager
+def creation_lock(storage: str) -> Iterator[None]:
+    """Hold an exclusive lock beside a SQLite storage file while a study is created or
+    loaded: workers that start together on a new file would otherwise both create its
+    tables, and one dies on 'table study_directions already exists'. Nothing to lock for a
+    server database or a journal file (Optuna serialises those itself)."""
+    if storage_kind(storage) == "journal" or (storage_kind(storage) == "rdb"
+                                              and not storage.startswith("sqlite:///")):
+        yield
+        return
+    path = Path(storage.removeprefix("sqlite:///"))
+    if path.name in ("", ":memory:"):
+        yield
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.with_name(f".{path.name}.create.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def load_study(name: str, storage: str, seed: int, worker: int, direction: str,
                settings: Mapping[str, Any]) -> optuna.Study:
     """Create or load study ``name``, sampling with TPE seeded from ``seed``.
@@ -139,8 +163,9 @@ def load_study(name: str, storage: str, seed: int, worker: int, direction: str,
     """
     claim_worker(storage, name, worker)
     settings = json.loads(json.dumps(settings))
-    study = optuna.create_study(storage=open_storage(storage), study_name=name,
-                                direction=direction, load_if_exists=True)
+    with creation_lock(storage):
+        study = optuna.create_study(storage=open_storage(storage), study_name=name,
+                                    direction=direction, load_if_exists=True)
     stored = study.user_attrs.get("settings")
     if stored is None:
         study.set_user_attr("settings", settings)

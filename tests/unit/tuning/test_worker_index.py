@@ -80,3 +80,30 @@ def test_study_nan_on_the_command_line_is_one_line(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     assert lines[0].startswith("error: study=nan is not valid") and "study='nan'" in lines[0]
+
+
+def test_workers_create_a_new_sqlite_study_one_at_a_time(tmp_path, monkeypatch):
+    """Two workers starting together on a new SQLite file both created its tables and one
+    died on 'table study_directions already exists'; creating a study now waits for a lock
+    beside the file. While the test holds that lock a worker does not reach create_study."""
+    import threading
+
+    from bench.tuning import study as study_module
+
+    storage = str(tmp_path / "new.db")
+    entered = threading.Event()
+    create = optuna.create_study
+
+    def watched_create(*args, **kwargs):
+        entered.set()
+        return create(*args, **kwargs)
+
+    monkeypatch.setattr(study_module.optuna, "create_study", watched_create)
+    worker = threading.Thread(target=study_module.load_study,
+                              args=("mlp", storage, 0, 1, "minimize", {"space": {}}))
+    with study_module.creation_lock(storage):
+        worker.start()
+        assert not entered.wait(timeout=0.5)
+    worker.join(timeout=60)
+    assert entered.is_set() and not worker.is_alive()
+    assert len(optuna.load_study(study_name="mlp", storage=f"sqlite:///{storage}").trials) == 0
