@@ -83,3 +83,36 @@ def test_fewer_multiruns_than_workers_leave_the_cores_to_the_ones_there_are(monk
     reproduce.main(["ssla/table-1", "--scale", "smoke", "--workers", "2"])
     assert seen[0] == (1, 1)
     assert seen[1][0] >= 2 and seen[1][1] == 2
+
+
+@pytest.mark.second_tier
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+def test_workers_die_with_a_killed_parent(tmp_path):
+    """SIGKILL of bench.reproduce left its workers running until their jobs ended."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    pid_file = tmp_path / "worker.pid"
+    worker = (f"import os, time; open(r'{pid_file}', 'w').write(str(os.getpid())); "
+              "time.sleep(600)")
+    parent = ("import sys; from bench.cli.job_pool import ExperimentPlan, run_plans; "
+              f"run_plans([ExperimentPlan('a', [[sys.executable, '-c', {worker!r}]])], "
+              "workers=1)")
+    process = subprocess.Popen([sys.executable, "-c", parent], cwd=Path(__file__).parents[3])
+    deadline = time.monotonic() + 120
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.1)
+    worker_pid = int(pid_file.read_text())
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker_pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(worker_pid, signal.SIGKILL)
+    pytest.fail("the worker outlived its killed parent")
