@@ -91,6 +91,8 @@ class MultirunProgress(Callback):
 
 SLURM_LAUNCHER = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
 SINFO_TIMEOUT_S = 30
+# sinfo's short node states (%t) on which no job starts.
+UNUSABLE_STATES = ("down", "drain", "drng", "drained", "fail", "maint", "inval", "unk")
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,12 @@ class SlurmNode:
     cpus: int
     memory_mb: int
     gpus: int
+    state: str = "idle"
+
+    @property
+    def usable(self) -> bool:
+        """Whether Slurm would start jobs on it: not down, drained, draining or failing."""
+        return not self.state.rstrip("*~#!%$@^-").startswith(UNUSABLE_STATES)
 
 
 def gres_gpus(gres: str) -> int:
@@ -110,16 +118,18 @@ def gres_gpus(gres: str) -> int:
 
 
 def parse_sinfo(text: str) -> list[SlurmNode]:
-    """Nodes from ``sinfo -h -N -o '%P|%c|%m|%G'`` output (the default partition ends in *)."""
+    """Nodes from ``sinfo -h -N -o '%P|%c|%m|%G|%t'`` output (the default partition ends in
+    *; without the state field a node counts as idle)."""
     nodes = []
     for line in text.splitlines():
         fields = line.strip().split("|")
-        if len(fields) != 4:
+        if len(fields) not in (4, 5):
             continue
-        partition, cpus, memory, gres = fields
+        partition, cpus, memory, gres = fields[:4]
+        state = fields[4] if len(fields) == 5 else "idle"
         nodes.append(SlurmNode(partition.rstrip("*"), partition.endswith("*"),
                                int(re.sub(r"\D.*", "", cpus) or 0),
-                               int(re.sub(r"\D.*", "", memory) or 0), gres_gpus(gres)))
+                               int(re.sub(r"\D.*", "", memory) or 0), gres_gpus(gres), state))
     return nodes
 
 
@@ -128,8 +138,8 @@ def slurm_nodes() -> tuple[list[SlurmNode] | None, str | None]:
     if shutil.which("sinfo") is None:
         return None, "Slurm's commands (sinfo, sbatch) are not on PATH on this machine"
     try:
-        done = subprocess.run(["sinfo", "-h", "-N", "-o", "%P|%c|%m|%G"], capture_output=True,
-                              text=True, timeout=SINFO_TIMEOUT_S)
+        done = subprocess.run(["sinfo", "-h", "-N", "-o", "%P|%c|%m|%G|%t"],
+                              capture_output=True, text=True, timeout=SINFO_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return None, f"Slurm does not answer (sinfo ran for {SINFO_TIMEOUT_S}s)"
     if done.returncode != 0:
@@ -160,11 +170,16 @@ def request_problem(launcher: Any, nodes: list[SlurmNode], name: str) -> str | N
         known = ", ".join(sorted({node.partition for node in nodes})) or "(none)"
         return (f"Slurm has no node in {where}; set BENCH_SLURM_PARTITION "
                 f"(hydra.launcher.partition) to one of: {known}")
+    if not any(node.usable for node in candidates):
+        states = ", ".join(sorted({node.state for node in candidates}))
+        return (f"every node of {where} is down or drained (sinfo states: {states}): jobs "
+                "would pend until an administrator resumes one; choose another partition "
+                "(BENCH_SLURM_PARTITION)")
+    candidates = [node for node in candidates if node.usable]
     tasks = _count(launcher.get("tasks_per_node"), 1)
     cpus = _count(launcher.get("cpus_per_task"), 1) * tasks
     memory_gb = _count(launcher.get("mem_gb"))
-    gpus = _count(launcher.get("gpus_per_node")) or _count(launcher.get("gpus_per_task")) * tasks
-    gpus = gpus or gres_gpus(str(launcher.get("gres") or ""))
+    gpus = requested_gpus(launcher)
     most_gpus = max(node.gpus for node in candidates)
     most_cpus = max(node.cpus for node in candidates)
     most_memory_gb = max(node.memory_mb for node in candidates) / 1024
@@ -189,6 +204,22 @@ def request_problem(launcher: Any, nodes: list[SlurmNode], name: str) -> str | N
     return None
 
 
+def requested_gpus(launcher: Any) -> int:
+    """GPUs one job of the launcher asks for (gpus_per_node, gpus_per_task or gres)."""
+    tasks = _count(launcher.get("tasks_per_node"), 1)
+    gpus = _count(launcher.get("gpus_per_node")) or _count(launcher.get("gpus_per_task")) * tasks
+    return gpus or gres_gpus(str(launcher.get("gres") or ""))
+
+
+def device_problem(device: str, launcher: Any, name: str) -> str | None:
+    """Why jobs on ``device`` cannot run on the launcher's request (``device=cuda`` with no
+    GPU asked for: every job would fail inside Slurm after its start-up), else None."""
+    if device.startswith("cuda") and requested_gpus(launcher) == 0:
+        return (f"device={device} needs a GPU per job but hydra/launcher={name} asks for none; "
+                "use hydra/launcher=slurm_gpu (or set BENCH_SLURM_GPUS), or device=cpu")
+    return None
+
+
 class SlurmRequestCheck(Callback):
     """Before a multirun on a Slurm launcher submits anything, checks that the cluster answers
     and that some node of the partition can hold one job; otherwise prints one line and exits
@@ -201,7 +232,8 @@ class SlurmRequestCheck(Callback):
             return
         name = config.hydra.runtime.choices.get("hydra/launcher") or "submitit_slurm"
         nodes, why = slurm_nodes()
-        problem = why or request_problem(launcher, nodes, name)
+        problem = (device_problem(str(config.get("device", "cpu")), launcher, name) or why
+                   or request_problem(launcher, nodes, name))
         if problem:
             print(f"error: {problem}", file=sys.stderr)
             sys.exit(2)

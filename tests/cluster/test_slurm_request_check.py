@@ -60,3 +60,29 @@ def test_cpus_and_memory_on_different_nodes_do_not_add_up():
     nodes = parse_sinfo("p*|16|8000|(null)\np*|2|64000|(null)\n")
     problem = request_problem(request(cpus_per_task=16, mem_gb=32), nodes, "slurm")
     assert "no single node of the default partition has all of them" in problem
+
+
+def test_a_partition_whose_nodes_are_all_drained_or_down_is_refused():
+    """A draining node let an array pend 90 s ('Nodes required for job are DOWN, DRAINED')
+    while the submitter printed nothing."""
+    nodes = parse_sinfo("cpu*|2|24105|(null)|drain\ncpu*|8|64000|(null)|down*\n"
+                        "gpu|32|256000|gpu:4|idle\n")
+    assert [node.usable for node in nodes] == [False, False, True]
+    problem = request_problem(request(), nodes, "slurm")
+    assert problem == ("every node of the default partition is down or drained (sinfo states: "
+                       "down*, drain): jobs would pend until an administrator resumes one; "
+                       "choose another partition (BENCH_SLURM_PARTITION)")
+    mixed = parse_sinfo("cpu*|2|24105|(null)|drng\ncpu*|8|64000|(null)|mix\n")
+    assert request_problem(request(cpus_per_task=8), mixed, "slurm") is None
+    assert "largest node of the default partition has 8" in request_problem(
+        request(cpus_per_task=16), mixed, "slurm")
+
+
+def test_cuda_jobs_on_a_launcher_without_gpus_are_refused_before_submission():
+    from bench.harness.multirun_progress import device_problem
+
+    assert device_problem("cuda", request(), "slurm") == (
+        "device=cuda needs a GPU per job but hydra/launcher=slurm asks for none; use "
+        "hydra/launcher=slurm_gpu (or set BENCH_SLURM_GPUS), or device=cpu")
+    assert device_problem("cuda", request(gpus_per_node=1), "slurm_gpu") is None
+    assert device_problem("cpu", request(), "slurm") is None
