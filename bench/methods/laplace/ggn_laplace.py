@@ -75,6 +75,15 @@ class GaussianPosterior:
         """The dense ``P x P`` covariance (tests, small P)."""
         return self.precision.solve(torch.eye(self.n_params, dtype=self.mean.dtype))
 
+    def log_det_covariance(self) -> float:
+        """``log det H^-1 = -log det H`` (the precision's structured log-determinant)."""
+        return -float(self.precision.logdet())
+
+    def covariance_trace(self) -> float:
+        """``tr H^-1``: the sum of the marginal variances ``e_i^T H^-1 e_i``."""
+        eye = torch.eye(self.n_params, dtype=self.mean.dtype, device=self.mean.device)
+        return float(self.precision.inverse_quadratic_form(eye).sum())
+
 
 def laplace_ggn_precision(jacobian: Tensor, weights: Tensor, prior_precision: float) -> Dense:
     """``delta I + J^T Lambda J`` (eq. 3.11 with ``Sigma_0 = delta^-1 I``), ``P x P``."""
