@@ -156,3 +156,26 @@ def init_parameters(shape: MLPShape, generator: torch.Generator, dtype=torch.flo
             uniform = torch.rand(size, generator=generator, dtype=dtype, device=device)
             chunks.append((uniform * 2 - 1) * bound)
     return torch.cat(chunks)
+
+
+def embed_parameters(narrow: MLPShape, theta: Tensor, wide: MLPShape) -> Tensor:
+    """``theta`` of ``narrow`` as parameters of ``wide`` computing the same function: each
+    narrow hidden unit keeps its weights and bias, the extra units get zero incoming and
+    outgoing weights and zero bias (so their activation, whatever its value at 0, is never
+    read). The networks need the same inputs, outputs, depth and activations, and every
+    hidden layer of ``wide`` at least as wide as ``narrow``'s."""
+    same_ends = (narrow.widths[0], narrow.widths[-1]) == (wide.widths[0], wide.widths[-1])
+    if not same_ends or len(narrow.widths) != len(wide.widths) \
+            or narrow.activations != wide.activations \
+            or any(n > w for n, w in zip(narrow.widths, wide.widths, strict=True)):
+        raise ConfigError(f"network {narrow.widths} ({narrow.activation}) does not embed in "
+                          f"{wide.widths} ({wide.activation})")
+    if theta.shape != (narrow.n_params,):
+        raise ConfigError(f"theta has shape {tuple(theta.shape)}; the network "
+                          f"{narrow.widths} has {narrow.n_params} parameters")
+    out = theta.new_zeros(wide.n_params)
+    for (weight, bias), (wide_weight, wide_bias) in zip(narrow.unflatten(theta),
+                                                        wide.unflatten(out), strict=True):
+        wide_weight[:weight.shape[0], :weight.shape[1]] = weight
+        wide_bias[:bias.shape[0]] = bias
+    return out

@@ -9,7 +9,13 @@ from torch import nn
 from bench.harness.errors import ConfigError
 from bench.harness.rng import make_generator
 from bench.models.activations import ACTIVATIONS
-from bench.models.mlp import MLPShape, flat_parameters, init_parameters, shape_of
+from bench.models.mlp import (
+    MLPShape,
+    embed_parameters,
+    flat_parameters,
+    init_parameters,
+    shape_of,
+)
 
 PER_LAYER = MLPShape((3, 4, 3, 1), ("tanh", "sigmoid"))
 ONE_ACTIVATION = MLPShape((2, 5, 4, 1), "tanh")
@@ -125,3 +131,26 @@ def test_standard_normal_init_is_one_draw_of_n_params():
     assert torch.equal(theta, expected)
     with pytest.raises(ConfigError, match="init.scheme"):
         init_parameters(shape, make_generator(0), scheme="xavier")
+
+
+@pytest.mark.parametrize("narrow, wide", [
+    (MLPShape((1, 3, 2, 1), "tanh"), MLPShape((1, 25, 25, 1), "tanh")),
+    (PER_LAYER, MLPShape((3, 6, 5, 1), ("tanh", "sigmoid"))),
+], ids=str)
+def test_a_narrow_network_embeds_in_a_wide_one_with_the_same_function(narrow, wide):
+    theta, x = theta_and_inputs(narrow, 2)
+    embedded = embed_parameters(narrow, theta, wide)
+    assert embedded.shape == (wide.n_params,)
+    assert int((embedded != 0).sum()) == int((theta != 0).sum())
+    torch.testing.assert_close(wide.forward(embedded, x), narrow.forward(theta, x),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_embedding_needs_a_wider_network_of_the_same_kind():
+    theta = torch.zeros(ONE_ACTIVATION.n_params, dtype=torch.float64)
+    for wide in (MLPShape((2, 4, 4, 1), "tanh"), MLPShape((2, 5, 4, 2), "tanh"),
+                 MLPShape((2, 5, 4, 4, 1), "tanh"), MLPShape((2, 5, 4, 1), "relu")):
+        with pytest.raises(ConfigError, match="does not embed"):
+            embed_parameters(ONE_ACTIVATION, theta, wide)
+    with pytest.raises(ConfigError, match="theta has shape"):
+        embed_parameters(ONE_ACTIVATION, theta[:3], MLPShape((2, 6, 4, 1), "tanh"))
