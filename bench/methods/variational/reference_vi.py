@@ -274,3 +274,16 @@ def reference_vi(network: MLPShape, x: Tensor, y: Tensor, likelihood: Likelihood
             result.fits.append(ReferenceFit(start_name, guide_name, q, score, loss, seconds))
     result.fits.sort(key=lambda fit: -fit.elbo.elbo)
     return result
+
+
+def reference_vi_for(method, x: Tensor, y: Tensor, seed: int, *,
+                     settings: ReferenceVISettings | None = None,
+                     means: dict[str, Tensor] | None = None) -> ReferenceVIResult:
+    """The reference VI for the model of a GGN posterior method
+    (:class:`~bench.methods.laplace.ggn_methods.GGNPosteriorMethod`: its network, likelihood,
+    ``delta`` and the shared initialisation of ``seed``) on the training data ``(x, y)``: the
+    oracle beside that method's fit of the same job."""
+    network = method.network(int(x.shape[1]))
+    return reference_vi(network, x, y, method.likelihood_model(),
+                        float(method.prior_precision), method.initial_mean(network, seed),
+                        seed=seed, settings=settings, means=means)

@@ -28,10 +28,12 @@ import torch
 from torch.distributions import MultivariateNormal, kl_divergence
 
 from bench.harness.errors import ConfigError
+from bench.methods.laplace.ggn_methods import LaplaceGGN
 from bench.methods.variational.reference_vi import (
     ReferenceVISettings,
     isolated_pyro,
     reference_vi,
+    reference_vi_for,
 )
 from bench.models.glm_likelihoods import BernoulliLikelihood, GaussianLikelihood
 from tests.unit.methods.test_ggn_known_answers import (
@@ -48,6 +50,7 @@ from tests.unit.methods.test_ggn_known_answers import (
     newton_iterates,
     regression_data,
 )
+from tests.unit.methods.test_ggn_laplace import toy_data
 from tests.unit.metrics.test_elbo import FIVE_SIGMA, log_evidence
 
 GAP_SHARE_OF_SE = 0.1
@@ -180,3 +183,16 @@ def test_bad_starts_are_one_line_config_errors():
                      means={"wide": torch.zeros(5, dtype=torch.float64)})
     with pytest.raises(ConfigError, match="reserved"):
         reference_vi(LINEAR, x, y, likelihood, BLR_DELTA, ZERO, seed=0, means={"map": ZERO})
+
+
+def test_reference_vi_for_a_method_takes_its_network_model_and_initialisation():
+    """The oracle beside a GGN posterior method: that method's network, likelihood, delta and
+    the seed's shared initialisation (a 1-3-1 tanh net, Bernoulli; a few steps)."""
+    x, y = toy_data("bernoulli")
+    method = LaplaceGGN(likelihood="bernoulli", hidden=(3,), prior_precision=2.0)
+    settings = ReferenceVISettings(guides=("diagonal",), steps=3, num_particles=4, map_steps=0,
+                                   lr=1e-9, final_lr=1e-9, init_scale=1e-6, elbo_samples=20)
+    fit = reference_vi_for(method, x, y, 4, settings=settings).best
+    network = method.network(1)
+    assert fit.q.n_params == network.n_params == 10
+    assert float((fit.q.mean - method.initial_mean(network, 4)).abs().max()) < 1e-6
