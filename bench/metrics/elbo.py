@@ -1,5 +1,5 @@
 """The evidence lower bound of a Gaussian q over a single-output network's flat parameters
-(GGN thesis, eq. 4.1), one definition for every variational fit and its oracle.
+(GGN thesis, eq. 2.14), one definition for every variational fit and its oracle.
 
 Model: ``y_i ~ p(y_i | f(x_i; theta))`` (:mod:`bench.models.glm_likelihoods`: Gaussian with a
 known ``sigma^2`` or Bernoulli with logit ``f``), prior ``theta ~ N(0, delta^-1 I)``, the
