@@ -178,7 +178,8 @@ def anchors_section(spec: ArtifactSpec, anchors: pd.DataFrame) -> list[str]:
     if not len(anchors):
         return []
     rule_line, letters = anchor_rules(spec)
-    shown = anchors.assign(ours=[format_number(v) for v in anchors["ours"]])
+    shown = anchors.drop(columns=["study"], errors="ignore").assign(
+        ours=[format_number(v) for v in anchors["ours"]])
     if letters:
         shown = shown.assign(rule=letters)
     return [f"## {ANCHORS_HEADING}", "", rule_line,
