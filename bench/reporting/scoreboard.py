@@ -10,7 +10,7 @@ import pandas as pd
 
 from bench.reporting.formatting import GAP, markdown_table
 from bench.reporting.summary import VERDICT_RULES_SINCE, under_cause_rule
-from bench.reporting.verdicts import AGREES, NOT_COMPARABLE, VERDICTS
+from bench.reporting.verdicts import AGREES, NO_PAPER_VALUE, NOT_COMPARABLE, VERDICTS
 
 SCOREBOARD_HEADING = "Scoreboard"
 
@@ -49,9 +49,12 @@ def claims_text(counts: dict[str, int]) -> str:
 
 
 def studies_text(summary: dict[str, Any], protocol: str) -> str:
-    """The verdicts of one protocol's study cells (side runs, study arms, the corrected
-    protocol), e.g. ``"3 differs, 2 close of 9"``; the gap when there are none."""
-    counts = (summary.get("study_counts") or {}).get(protocol) or {}
+    """The verdicts of one protocol's study cells with a paper value (side runs, study arms,
+    the corrected protocol), e.g. ``"3 differs, 2 close of 9"``; the gap when there are
+    none."""
+    counts = {verdict: n for verdict, n in
+              ((summary.get("study_counts") or {}).get(protocol) or {}).items()
+              if verdict != NO_PAPER_VALUE}
     total = sum(counts.values())
     if not total:
         return GAP
