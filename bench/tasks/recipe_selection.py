@@ -12,7 +12,11 @@ authors' script state in full (null: none).
 
 Cells, row = candidate name: ``val_nll`` (nats), ``val_acc`` (fraction) and ``constant_nll``
 (the fit part's class frequencies scored on the held-out part), ``final_objective`` (the last
-epoch's mean training objective) and ``chosen`` (1 for the chosen recipe, else 0).
+epoch's mean training objective), ``chosen`` (1 for the chosen recipe, else 0) and
+``nll_gap_to_chosen`` with ``nll_gap_se``: the candidate's held-out NLL minus the chosen
+one's, and the standard error of that mean over the held-out points (paired: the same images),
+so a reader sees whether the choice is beyond the held-out noise. The rule itself reads only
+``val_nll`` and ``constant_nll``.
 ``fitted.choice`` holds the chosen name, the deciding tier and one reason per tier;
 ``fitted.recipe_hashes`` each candidate's stored network.
 """
@@ -95,7 +99,7 @@ def run(cfg: DictConfig) -> TaskResult:
     result = TaskResult()
     result.fitted[CELL_UNITS] = NEUTRAL_CELLS
     network = OmegaConf.to_container(cfg.network, resolve=True)
-    scores, hashes = [], {}
+    scores, hashes, point_nlls = [], {}, {}
     for name, node in candidates.items():
         recipe = recipe_for(network | {"stages": node["stages"]}, identity)
         watch = Stopwatch()
@@ -103,6 +107,7 @@ def run(cfg: DictConfig) -> TaskResult:
         result.timings[f"{name}/network_s"] = watch.elapsed()
         predictive = held_out_predictive(stored.module, x_held)
         score = RecipeScore(name, nll(predictive, y_held), baseline)
+        point_nlls[name] = -predictive.log_prob(y_held.cpu()).double()
         scores.append(score)
         hashes[name] = stored.recipe_hash
         final = stored.history[-1]["objective"] if stored.history else math.nan
@@ -113,6 +118,9 @@ def run(cfg: DictConfig) -> TaskResult:
     choice = choose_recipe(scores, text=selection.get("text"), code=selection.get("code"))
     for score in scores:
         result.add(score.name, "chosen", float(score.name == choice.chosen))
+        gap = point_nlls[score.name] - point_nlls[choice.chosen]
+        result.add(score.name, "nll_gap_to_chosen", float(gap.mean()))
+        result.add(score.name, "nll_gap_se", float(gap.std() / math.sqrt(len(gap))))
     result.fitted.update({"choice": choice.to_dict(), "recipe_hashes": hashes,
                           "split": {"val_size": val_size, "split_seed": split_seed,
                                     "fit_size": len(fit)}})

@@ -233,8 +233,11 @@ def test_recipe_selection_record_holds_every_candidate_and_the_rules_choice(tmp_
                            code=cfg.selection.code)
     assert record["fitted"]["choice"] == choice.to_dict()
     assert [row for row in candidates if cells[(row, "chosen")] == 1.0] == [choice.chosen]
+    assert cells[(choice.chosen, "nll_gap_to_chosen")] == 0.0
+    assert all(cells[(row, "nll_gap_to_chosen")] == pytest.approx(
+        cells[(row, "val_nll")] - cells[(choice.chosen, "val_nll")]) for row in candidates)
     split = record["fitted"]["split"]
-    assert split["fit_size"] + split["val_size"] == cfg.dataset.n_train
+    assert split["fit_size"] + split["val_size"] == record["config"]["dataset"]["n_train"]
 
 
 def test_table_3_trains_the_recipe_the_selection_rule_chose():
