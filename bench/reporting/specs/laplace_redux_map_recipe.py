@@ -152,6 +152,15 @@ NOTES = (
     "recipe Table 3 trains is not decided here: laplace_redux/map-recipe-selection chooses it "
     "by a rule that never reads the paper's numbers (validation NLL on a held-out part of the "
     "training set).",
+    "Why the two lr 0.1 recipes give chance accuracy, measured on model seed 6's initial "
+    "weights and batches over the first epoch (reports/laplace_redux/nesterov-lenet.md, make "
+    "diagnose-nesterov-lenet): no value becomes non-finite; after a gradient spike the ReLU "
+    "units of a whole conv layer are zero on every probe image (Nesterov SGD: conv2; Adam: "
+    "both convs), the logits no longer depend on the input and the loss stays at the "
+    "class-frequency level. From the same weights and batches, gradient-norm clipping at 1 or "
+    "lr 0.03 trains; the authors' code has neither clipping nor warm-up and trains no LeNet "
+    "with lr 0.1. Not measured: the 100-epoch networks' units beyond what their history.json "
+    "shows, and other model seeds with their own batch order.",
     "cpu scale: every recipe on model seed 6; on seed 12 too the code's recipe (adam_b512) and "
     "adam_b128, which was chosen after seed 6's records as the recipe nearest the paper's MAP "
     "row: a choice made on the paper's numbers. Each MAP network is the paper protocol's (100 "
