@@ -10,13 +10,14 @@ on the held-out part. :func:`bench.tuning.recipe_choice.choose_recipe` then appl
 with ``selection.text`` and ``selection.code``, the candidate the paper's text and the
 authors' script state in full (null: none).
 
-Cells, row = candidate name: ``val_nll`` (nats), ``val_acc`` (fraction) and ``constant_nll``
-(the fit part's class frequencies scored on the held-out part), ``final_objective`` (the last
+Cells, row = candidate name: ``val_nll`` (nats), ``val_acc`` (fraction), ``constant_nll`` and
+``constant_acc`` (the fit part's class frequencies scored on the held-out part; their
+prediction is the most frequent class), ``final_objective`` (the last
 epoch's mean training objective), ``chosen`` (1 for the chosen recipe, else 0) and
 ``nll_gap_to_chosen`` with ``nll_gap_se``: the candidate's held-out NLL minus the chosen
 one's, and the standard error of that mean over the held-out points (paired: the same images),
 so a reader sees whether the choice is beyond the held-out noise. The rule itself reads only
-``val_nll`` and ``constant_nll``.
+``val_nll``, ``val_acc`` and the constant predictor's two.
 ``fitted.choice`` holds the chosen name, the deciding tier and one reason per tier;
 ``fitted.recipe_hashes`` each candidate's stored network.
 """
@@ -55,12 +56,15 @@ def held_out_split(n: int, val_size: int, split_seed: int) -> tuple[Tensor, Tens
     return order[val_size:].sort().values, order[:val_size].sort().values
 
 
-def constant_nll(fit_labels: Tensor, held_labels: Tensor, num_classes: int) -> float:
-    """NLL (nats) on ``held_labels`` of the predictor that always answers the class
-    frequencies of ``fit_labels``."""
+def constant_scores(fit_labels: Tensor, held_labels: Tensor, num_classes: int
+                    ) -> tuple[float, float]:
+    """(NLL in nats, accuracy) on ``held_labels`` of the predictor that always answers the
+    class frequencies of ``fit_labels`` (its prediction: the most frequent class)."""
     counts = torch.bincount(fit_labels.cpu(), minlength=num_classes).double()
     log_freq = (counts / counts.sum()).log()
-    return -float(log_freq[held_labels.cpu()].mean())
+    held = held_labels.cpu()
+    return (-float(log_freq[held].mean()),
+            float((held == int(counts.argmax())).double().mean()))
 
 
 @torch.no_grad()
@@ -89,7 +93,7 @@ def run(cfg: DictConfig) -> TaskResult:
     fit, held = held_out_split(len(splits.x_train), val_size, split_seed)
     x_fit, y_fit = splits.x_train[fit], splits.y_train[fit]
     x_held, y_held = splits.x_train[held], splits.y_train[held]
-    baseline = constant_nll(y_fit, y_held, data.num_classes)
+    baseline, baseline_acc = constant_scores(y_fit, y_held, data.num_classes)
     identity = {"name": split_name(data.images, val_size, split_seed),
                 "preprocessing": data.normalisation,
                 "image_shape": list(data.input_shape), "train_size": len(fit)}
@@ -106,14 +110,15 @@ def run(cfg: DictConfig) -> TaskResult:
         stored = trained_network(recipe, seed, x_fit, y_fit, cfg.results_dir, cfg.device)
         result.timings[f"{name}/network_s"] = watch.elapsed()
         predictive = held_out_predictive(stored.module, x_held)
-        score = RecipeScore(name, nll(predictive, y_held), baseline)
+        score = RecipeScore(name, nll(predictive, y_held), baseline,
+                            accuracy(predictive, y_held), baseline_acc)
         point_nlls[name] = -predictive.log_prob(y_held.cpu()).double()
         scores.append(score)
         hashes[name] = stored.recipe_hash
         final = stored.history[-1]["objective"] if stored.history else math.nan
-        for column, value in (("val_nll", score.val_nll),
-                              ("val_acc", accuracy(predictive, y_held)),
-                              ("constant_nll", baseline), ("final_objective", final)):
+        for column, value in (("val_nll", score.val_nll), ("val_acc", score.val_acc),
+                              ("constant_nll", baseline), ("constant_acc", baseline_acc),
+                              ("final_objective", final)):
             result.add(name, column, value)
     choice = choose_recipe(scores, text=selection.get("text"), code=selection.get("code"))
     for score in scores:

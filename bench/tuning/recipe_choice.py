@@ -9,9 +9,13 @@ The rule, in order (issue 41, "No choice made on the target"):
 
 A source recipe (1 or 2) is taken only when its fit is healthy; a candidate enters 3 only when
 healthy. Healthy means a finite validation NLL below the constant predictor's (the training
-part's class frequencies scored on the same held-out part): a network at that NLL has learnt
-nothing, whatever the source says. The chooser sees validation NLLs and the two source names
-only: no paper value and no test-set number reaches it.
+part's class frequencies scored on the same held-out part) and a validation accuracy above the
+constant predictor's (the held-out share of the fit part's most frequent class). A network
+whose output no longer depends on its input learns exactly those class frequencies through
+its last bias: its NLL can fall a few 1e-6 below the constant's by rounding, but its accuracy
+is the share of the one class it predicts, never above the constant's. The chooser sees
+validation scores and the two source names only: no paper value and no test-set number
+reaches it.
 """
 
 from __future__ import annotations
@@ -27,25 +31,31 @@ TIERS = ("text", "code", "validation")
 
 @dataclass(frozen=True)
 class RecipeScore:
-    """One candidate recipe's fit: its ``val_nll`` on the held-out part of the training set and
-    the constant predictor's ``constant_nll`` on the same part (nats per point)."""
+    """One candidate recipe's fit on the held-out part of the training set: its ``val_nll``
+    (nats per point) and ``val_acc``, and the constant predictor's ``constant_nll`` and
+    ``constant_acc`` on the same part."""
 
     name: str
     val_nll: float
     constant_nll: float
+    val_acc: float
+    constant_acc: float
 
     @property
     def healthy(self) -> bool:
-        """A finite validation NLL below the constant predictor's."""
-        return math.isfinite(self.val_nll) and self.val_nll < self.constant_nll
+        """A finite validation NLL below the constant predictor's and an accuracy above its."""
+        return not self.why_unhealthy()
 
     def why_unhealthy(self) -> str:
         """One line saying why the fit is not healthy ("" when it is)."""
         if not math.isfinite(self.val_nll):
             return f"{self.name}: validation NLL {self.val_nll} is not finite"
         if self.val_nll >= self.constant_nll:
-            return (f"{self.name}: validation NLL {self.val_nll:.4f} is not below the constant "
-                    f"predictor's {self.constant_nll:.4f}")
+            return (f"{self.name}: validation NLL {self.val_nll:.6f} is not below the constant "
+                    f"predictor's {self.constant_nll:.6f}")
+        if not self.val_acc > self.constant_acc:
+            return (f"{self.name}: validation accuracy {self.val_acc:.4f} is not above the "
+                    f"constant predictor's {self.constant_acc:.4f}")
         return ""
 
 
@@ -97,9 +107,12 @@ def choose_recipe(scores: Sequence[RecipeScore], *, text: str | None, code: str 
     return RecipeChoice(best.name, "validation", tuple(reasons))
 
 
+SCORE_COLUMNS = ("val_nll", "constant_nll", "val_acc", "constant_acc")
+
+
 def scores_from_cells(cells: Mapping[tuple[str, str], float]) -> list[RecipeScore]:
-    """The candidates' scores from cells ``(recipe, "val_nll")`` and ``(recipe,
-    "constant_nll")`` (a selection record's, :mod:`bench.tasks.recipe_selection`)."""
+    """The candidates' scores from the cells ``(recipe, column)`` of ``SCORE_COLUMNS`` (a
+    selection record's, :mod:`bench.tasks.recipe_selection`)."""
     names = sorted({row for row, column in cells if column == "val_nll"})
-    return [RecipeScore(name, float(cells[(name, "val_nll")]),
-                        float(cells[(name, "constant_nll")])) for name in names]
+    return [RecipeScore(name, *(float(cells[(name, column)]) for column in SCORE_COLUMNS))
+            for name in names]

@@ -14,7 +14,7 @@ from typing import Any
 from bench.reporting.spec import ArtifactSpec
 from bench.tuning.recipe_choice import TIERS
 
-COLUMNS = ("val_nll", "val_acc", "constant_nll", "final_objective", "chosen",
+COLUMNS = ("val_nll", "val_acc", "constant_nll", "constant_acc", "final_objective", "chosen",
            "nll_gap_to_chosen", "nll_gap_se")
 
 
@@ -43,8 +43,11 @@ NOTES = (
     "The rule (bench/tuning/recipe_choice.py), in order: " + ", then ".join(TIERS) + ". text: "
     "the recipe the paper's text states; code: the authors' training script's; validation: "
     "the candidate with the lowest validation NLL. A recipe is taken only when its fit is "
-    "healthy: a finite validation NLL below the constant predictor's (constant_nll: the fit "
-    "part's class frequencies). The paper's numbers and the test set are never read.",
+    "healthy: a finite validation NLL below the constant predictor's and an accuracy above its "
+    "(constant_nll, constant_acc: the fit part's class frequencies, predicting the most "
+    "frequent class; a network whose output does not depend on its input learns them and can "
+    "fall a few 1e-6 below constant_nll by rounding, never above constant_acc). The paper's "
+    "numbers and the test set are never read.",
     "Sources (conf/experiment/laplace_redux/map-recipe-selection.yaml). Text (appendix C.2.1): "
     "'We use Adam and Nesterov-SGD to train LeNet and WRN, respectively. The initial learning "
     "rate is 0.1 and annealed via the cosine decay method over 100 epochs. The weight decay is "

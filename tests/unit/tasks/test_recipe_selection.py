@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from bench.harness.errors import ConfigError
-from bench.tasks.recipe_selection import constant_nll, held_out_split, split_name
+from bench.tasks.recipe_selection import constant_scores, held_out_split, split_name
 
 
 def test_held_out_split_is_a_seeded_partition():
@@ -26,11 +26,12 @@ def test_bad_held_out_size_is_one_line_naming_the_key(val_size):
         held_out_split(100, val_size, split_seed=0)
 
 
-def test_constant_nll_is_the_class_frequencies_cross_entropy():
+def test_constant_predictor_scores_the_class_frequencies_and_their_majority_class():
     fit = torch.tensor([0, 0, 0, 1])
-    held = torch.tensor([0, 1])
-    assert constant_nll(fit, held, num_classes=2) == pytest.approx(
-        -(math.log(0.75) + math.log(0.25)) / 2)
+    held = torch.tensor([0, 1, 1, 1])
+    nll, acc = constant_scores(fit, held, num_classes=2)
+    assert nll == pytest.approx(-(math.log(0.75) + 3 * math.log(0.25)) / 4)
+    assert acc == 0.25
 
 
 def test_the_fit_part_has_its_own_store_name():

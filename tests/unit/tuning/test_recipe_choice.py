@@ -15,10 +15,13 @@ from bench.harness.errors import ConfigError
 from bench.tuning.recipe_choice import RecipeScore, choose_recipe, scores_from_cells
 
 LN10 = math.log(10)
+# Ten balanced classes: the constant predictor's accuracy.
+CHANCE = 0.1
 
 
 def scores(**val_nlls: float) -> list[RecipeScore]:
-    return [RecipeScore(name, value, LN10) for name, value in val_nlls.items()]
+    """Candidates that are accurate (so only their NLL decides their health)."""
+    return [RecipeScore(name, value, LN10, 1.0, CHANCE) for name, value in val_nlls.items()]
 
 
 def test_lowest_validation_nll_wins_when_neither_source_states_a_recipe():
@@ -52,6 +55,16 @@ def test_non_finite_and_chance_level_fits_never_win_the_validation_tier():
     assert "of 2 healthy candidates" in choice.reasons[-1]
 
 
+def test_a_network_at_the_class_frequencies_is_unhealthy_though_its_nll_rounds_below():
+    # An input-independent network learns the constant predictor through its last bias; its
+    # NLL may be a rounding error below the constant's, its accuracy never above.
+    dead = RecipeScore("dead", LN10 - 3e-6, LN10, CHANCE, CHANCE)
+    assert not dead.healthy
+    assert "accuracy 0.1000 is not above" in dead.why_unhealthy()
+    choice = choose_recipe([dead, *scores(trained=0.05)], text="dead", code=None)
+    assert (choice.chosen, choice.tier) == ("trained", "validation")
+
+
 def test_no_healthy_candidate_is_one_line_naming_the_key():
     with pytest.raises(ConfigError, match=r"^selection: no candidate recipe has a healthy fit"):
         choose_recipe(scores(a=LN10, b=math.inf), text=None, code=None)
@@ -65,8 +78,9 @@ def test_a_source_that_is_not_a_candidate_is_one_line_naming_the_key():
 
 
 def test_scores_come_from_a_selection_records_cells():
-    cells = {("b", "val_nll"): 0.2, ("b", "constant_nll"): LN10, ("a", "val_nll"): 0.1,
-             ("a", "constant_nll"): LN10, ("a", "val_acc"): 0.99}
+    cells = {(row, column): value for row, nll in (("b", 0.2), ("a", 0.1))
+             for column, value in (("val_nll", nll), ("constant_nll", LN10), ("val_acc", 1.0),
+                                   ("constant_acc", CHANCE), ("final_objective", nll))}
     assert scores_from_cells(cells) == scores(a=0.1, b=0.2)
 
 
