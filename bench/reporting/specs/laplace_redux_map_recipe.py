@@ -159,8 +159,11 @@ NOTES = (
     "both convs), the logits no longer depend on the input and the loss stays at the "
     "class-frequency level. From the same weights and batches, gradient-norm clipping at 1 or "
     "lr 0.03 trains; the authors' code has neither clipping nor warm-up and trains no LeNet "
-    "with lr 0.1. Not measured: the 100-epoch networks' units beyond what their history.json "
-    "shows, and other model seeds with their own batch order.",
+    "with lr 0.1. Whether Nesterov SGD dies depends on the run, not only on the recipe: the "
+    "same recipe and initial weights on the 50k fit part of laplace_redux/map-recipe-selection "
+    "(another batch order) trained (held-out accuracy in that report), while Adam lr 0.1 "
+    "died there too. Not measured: the units of this study's 100-epoch networks beyond their "
+    "history.json, and other model seeds' own runs.",
     "cpu scale: every recipe on model seed 6; on seed 12 too the code's recipe (adam_b512) and "
     "adam_b128, which was chosen after seed 6's records as the recipe nearest the paper's MAP "
     "row: a choice made on the paper's numbers. Each MAP network is the paper protocol's (100 "
