@@ -149,6 +149,10 @@ bench-perf: $(INSTALLED)  ## Speed benchmarks (side-by-side ratios) -> reports/p
 	$(PY) -m bench.benchmarks.subnormal_training --out reports/laplace_redux/subnormal-perf.md
 	$(PY) -m bench.benchmarks.start_up --out reports/start-up.md
 
+.PHONY: diagnose-nesterov-lenet
+diagnose-nesterov-lenet: $(INSTALLED)  ## Why Nesterov SGD lr 0.1 does not train the Redux LeNet (map-recipe study) -> reports/laplace_redux/nesterov-lenet.md
+	$(PY) -m bench.benchmarks.nesterov_lenet --out reports/laplace_redux/nesterov-lenet.md
+
 .PHONY: bench-perf-subnet
 bench-perf-subnet: $(INSTALLED)  ## Greedy-Laplace timing vs the naive O(p^3)-per-step greedy -> reports/subnet/perf.md
 	$(PY) -m bench.benchmarks.subset_selection_speed --p 125 250 500 1000 2000 --naive-budget-s 8 --out reports/subnet/perf.md

@@ -17,11 +17,13 @@ from omegaconf import OmegaConf
 from bench.cli.reproduce_command import main as reproduce
 from bench.harness.finished_jobs import apply_scale_overrides
 from bench.harness.jobs import execute
+from bench.harness.overrides import group_options
 from bench.harness.records import iter_records
 from bench.models.classifiers import build_classifier
 from bench.reporting.data_needs import missing_data
 from bench.reporting.render import render_report
 from bench.reporting.specs import SPECS
+from bench.tuning.recipe_choice import choose_recipe, scores_from_cells
 from tests.helpers import REPO, compose_config
 
 # Every method of the table:
@@ -214,3 +216,34 @@ def test_map_recipe_rows_name_the_recipe_and_hold_the_learned_prior_precision(tm
         assert cells[(f"sgd_nesterov_b512 / {row}", "prior_precision")] == pytest.approx(
             record["fitted"]["methods"][row]["prior_precision"])
     assert record["config"]["network"]["stages"][0]["optimizer"] == "sgd"
+
+
+def test_recipe_selection_record_holds_every_candidate_and_the_rules_choice(tmp_path):
+    """The selection job scores every conf/map_recipe candidate on the held-out part of the
+    training set and records the choice the rule makes from those scores alone."""
+    cfg = compose_config(["experiment=laplace_redux/map-recipe-selection", "scale=smoke",
+                          "seed=6", f"results_dir={tmp_path}"])
+    record = execute(cfg)
+    assert record["status"] == "ok"
+    cells = {(c["row"], c["column"]): c["value"] for c in record["cells"]}
+    candidates = set(cfg.selection.candidates)
+    assert candidates == set(group_options()["map_recipe"])
+    assert {row for row, column in cells if column == "val_nll"} == candidates
+    choice = choose_recipe(scores_from_cells(cells), text=cfg.selection.text,
+                           code=cfg.selection.code)
+    assert record["fitted"]["choice"] == choice.to_dict()
+    assert [row for row in candidates if cells[(row, "chosen")] == 1.0] == [choice.chosen]
+    assert cells[(choice.chosen, "nll_gap_to_chosen")] == 0.0
+    assert all(cells[(row, "nll_gap_to_chosen")] == pytest.approx(
+        cells[(row, "val_nll")] - cells[(choice.chosen, "val_nll")]) for row in candidates)
+    split = record["fitted"]["split"]
+    assert split["fit_size"] + split["val_size"] == record["config"]["dataset"]["n_train"]
+
+
+def test_table_3_trains_the_recipe_the_selection_rule_chose():
+    """Table 3's MAP recipe is the one the committed selection report marks as chosen."""
+    table = pd.read_csv(REPO / "reports/laplace_redux/map-recipe-selection.csv")
+    chosen = table[(table["column"] == "chosen") & (table["ours"] == 1.0)]["row"].tolist()
+    cfg = apply_scale_overrides(compose_config(["experiment=laplace_redux/table-3",
+                                                "scale=cpu"]), [])
+    assert chosen == [cfg.map_recipe.name]

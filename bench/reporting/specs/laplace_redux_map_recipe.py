@@ -12,6 +12,7 @@ tolerance.
 from __future__ import annotations
 
 import glob
+from collections.abc import Callable
 from typing import Any
 
 from bench.harness.overrides import group_options
@@ -69,16 +70,63 @@ def recipe_outcome(recipe: str):
     return cause
 
 
+def worst_seed_gap(recipe: str) -> Callable[[list[dict[str, Any]]], float]:
+    """Anchor getter: :func:`largest_gap` of each model seed's own cells, the largest over the
+    seeds (a mean over seeds within tolerance can hide a seed that is not)."""
+    statistic = largest_gap(recipe)
+
+    def get(records: list[dict[str, Any]]) -> float:
+        seeds = sorted({record["seed"] for record in records})
+        gaps = []
+        for seed in seeds:
+            try:
+                gaps.append(statistic(cell_means([r for r in records if r["seed"] == seed])))
+            except LookupError:
+                continue
+        if not gaps:
+            raise LookupError(f"no seed has the {row_name(recipe, 'MAP')} cells")
+        return max(gaps)
+
+    return get
+
+
+def per_seed_outcome(recipe: str) -> Callable[[list[dict[str, Any]]], str]:
+    """Anchor cause: the recipe's judged MAP cells seed by seed, from the records."""
+    row = row_name(recipe, "MAP")
+
+    def cause(records: list[dict[str, Any]]) -> str:
+        parts = []
+        for seed in sorted({record["seed"] for record in records}):
+            means = cell_means([r for r in records if r["seed"] == seed])
+            cells = ", ".join(f"{column} {means[(row, column)]:.1f}" for column in JUDGED
+                              if (row, column) in means)
+            if cells:
+                parts.append(f"seed {seed}: {cells}")
+        if not parts:
+            raise LookupError(f"no {row} cells")
+        paper = ", ".join(f"{column} {value}" for column, value in PAPER_MAP.items())
+        return f"measured per seed: {'; '.join(parts)} (paper: {paper})"
+
+    return cause
+
+
 ANCHORS = tuple(
-    Anchor(f"{recipe}: MAP row's largest gap to the paper's MAP row (FMNIST, KMNIST "
-           "confidence / 2 points, AUROC / 1 point)", "<= 1 if this is the paper's recipe",
-           claim(largest_gap(recipe)), WITHIN, cause=recipe_outcome(recipe))
+    anchor
     for recipe in RECIPES
+    for anchor in (
+        Anchor(f"{recipe}: MAP row's largest gap to the paper's MAP row (FMNIST, KMNIST "
+               "confidence / 2 points, AUROC / 1 point), mean over seeds",
+               "<= 1 if this is the paper's recipe", claim(largest_gap(recipe)), WITHIN,
+               cause=recipe_outcome(recipe)),
+        Anchor(f"{recipe}: the same gap on the worst model seed",
+               "<= 1 if this is the paper's recipe", worst_seed_gap(recipe), WITHIN,
+               cause=per_seed_outcome(recipe)),
+    )
 )
 
 RECIPE_CAUSE = ("measured by this study: the row's MAP network is trained with the recipe it "
-                "names (its anchor gives the outcome); the adam_b128 rows, on the same seeds, "
-                "are the ones that reproduce the paper's MAP row")
+                "names (its anchors give the outcome, on the mean over seeds and on the worst "
+                "seed); the study's recipes are not the paper's rows")
 
 NOTES = (
     "Why: with the code's Adam 1e-3 at batch 512, Table 3's MAP FMNIST confidence was 12 "
@@ -99,15 +147,27 @@ NOTES = (
     "Verdicts as Table 3's: confidence within 2 points, AUROC within 1 point of the paper's "
     "row of the same name, close within 3 times that. EMNIST is not in the offline data and "
     "its columns are left out.",
-    "Outcome: Adam 1e-3 at batch 128 reproduces the paper's MAP row on both seeds (every "
-    "judged cell within tolerance), so Table 3 and Figure 9 train their MAP and DE networks "
-    "with it (conf/experiment/laplace_redux/table-3.yaml). The code's batch 512 leaves the "
-    "MAP far more confident on FMNIST; decoupled decay (AdamW 5e-4, i.e. almost none at lr "
-    "1e-3) more so. Both lr 0.1 recipes do not train: the training objective stays at ln 10 = "
-    "2.303 from the first epoch (history.json of the stored networks), chance accuracy.",
+    "Outcome: the anchors give each recipe's largest gap to the paper's MAP row, on the mean "
+    "over seeds and on the worst seed, and their causes quote the cells seed by seed. Which "
+    "recipe Table 3 trains is not decided here: laplace_redux/map-recipe-selection chooses it "
+    "by a rule that never reads the paper's numbers (validation NLL on a held-out part of the "
+    "training set).",
+    "Why the two lr 0.1 recipes give chance accuracy, measured on model seed 6's initial "
+    "weights and batches over the first epoch (reports/laplace_redux/nesterov-lenet.md, make "
+    "diagnose-nesterov-lenet): no value becomes non-finite; after a gradient spike the ReLU "
+    "units of a whole conv layer are zero on every probe image (Nesterov SGD: conv2; Adam: "
+    "both convs), the logits no longer depend on the input and the loss stays at the "
+    "class-frequency level. From the same weights and batches, gradient-norm clipping at 1 or "
+    "lr 0.03 trains; the authors' code has neither clipping nor warm-up and trains no LeNet "
+    "with lr 0.1. Whether Nesterov SGD dies depends on the run, not only on the recipe: the "
+    "same recipe and initial weights on the 50k fit part of laplace_redux/map-recipe-selection "
+    "(another batch order) trained (held-out accuracy in that report), while Adam lr 0.1 "
+    "died there too. Not measured: the units of this study's 100-epoch networks beyond their "
+    "history.json, and other model seeds' own runs.",
     "cpu scale: every recipe on model seed 6; on seed 12 too the code's recipe (adam_b512) and "
-    "adam_b128, chosen after seed 6's records as the recipe nearest the paper's MAP row. Each "
-    "MAP network is the paper protocol's (100 epochs, full training set).",
+    "adam_b128, which was chosen after seed 6's records as the recipe nearest the paper's MAP "
+    "row: a choice made on the paper's numbers. Each MAP network is the paper protocol's (100 "
+    "epochs, full training set).",
 )
 
 MAP_RECIPE = ArtifactSpec(
