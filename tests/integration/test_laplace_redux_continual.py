@@ -21,7 +21,9 @@ from bench.reporting.specs import SPECS
 from tests.helpers import compose_config, config_error_line
 
 EXPERIMENT = "laplace_redux/continual-learning"
-N_TASKS = 3  # smoke scale
+# Smoke scale (conf/experiment/laplace_redux/continual-learning.yaml): tasks, training and
+# test images per task, epochs per task (one prior re-tuning after each).
+N_TASKS, N_TRAIN, N_TEST, EPOCHS = 3, 64, 4, 1
 
 
 def records_in(folder) -> dict[str, dict]:
@@ -71,10 +73,10 @@ def test_both_structures_learn_every_task_and_fill_the_matrices(results):
                     assert value == pytest.approx(cells[f"after={t + 1}/task={s + 1}"])
         fitted = record["fitted"]
         assert fitted["n_tasks"] == N_TASKS and fitted["network_layers"] == [784, 100, 100, 10]
-        assert fitted["n_parameters"] == 89_610 and fitted["test_points"] == 16
-        assert [t["n_data"] for t in fitted["tasks"]] == [256, 512, 768]
+        assert fitted["n_parameters"] == 89_610 and fitted["test_points"] == N_TEST
+        assert [t["n_data"] for t in fitted["tasks"]] == [N_TRAIN * (t + 1) for t in range(N_TASKS)]
         trace = record["arrays"]["prior_precision_trace"]
-        assert len(trace) == 2 * N_TASKS and all(p > 0 for p in trace)
+        assert len(trace) == EPOCHS * N_TASKS and all(p > 0 for p in trace)
         assert record["config"]["method"]["backend"] == "AsdlGGN"
         assert record["timings"]["la_eval_s"] > 0
 
@@ -94,7 +96,7 @@ def test_cells_are_recomputed_from_the_stored_states(results):
     posterior = state["posterior"]
     la.load_state_dict({**posterior, "sigma_noise": la.sigma_noise, "likelihood": la.likelihood,
                         "temperature": 1.0, "enable_backprop": False, "cls_name": "DiagLaplace"})
-    assert la.n_data == 256 * N_TASKS
+    assert la.n_data == N_TRAIN * N_TASKS
     for s in range(N_TASKS):
         x = permuted_task(splits.x_test, s)
         with torch.no_grad():

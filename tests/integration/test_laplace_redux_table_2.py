@@ -32,6 +32,8 @@ from tests.helpers import REPO, SHARED_DATA, compose_config
 STRUCTURES = {"LA/DIAG": ("DiagLaplace", 10), "LA/KFAC": ("KronLaplace", 10),
               "LA/FULL": ("FullLLLaplace", 1)}
 SETS = ("fashion_mnist", "mnist", "kmnist")
+# Test and OOD images per set at smoke scale (conf/experiment/laplace_redux/table-2.yaml).
+SMOKE_TEST_IMAGES = 10
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +96,7 @@ def test_each_structure_has_its_cells_and_its_learned_prior(results):
         assert fitted["best_neg_log_marglik"] == min(fitted["neg_log_marglik_per_update"])
         assert record["fitted"]["ood_sets"] == ["mnist", "kmnist"]
         assert "emnist_digits_torchvision" in record["fitted"]["ood_needs_data"]
-        assert record["fitted"]["set_sizes"] == {name: 40 for name in SETS}
+        assert record["fitted"]["set_sizes"] == {name: SMOKE_TEST_IMAGES for name in SETS}
 
 
 @pytest.mark.second_tier

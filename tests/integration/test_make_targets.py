@@ -31,6 +31,7 @@ def make(*args: str) -> list[str]:
 PINNED = {"reproduce-table-2": " --pinned-arithmetic"}
 
 
+@pytest.mark.second_tier  # make in a subprocess
 @pytest.mark.parametrize("target, artifact", [
     ("reproduce-table-2", "ssla/table-2"),
     ("reproduce-subnet-figure-1", "subnet/figure-1"),
@@ -44,6 +45,7 @@ def test_dry_run_prints_the_reproduce_line(target, artifact):
     assert lines[-1] == f".venv/bin/python -m bench.reproduce {artifact} --scale smoke{pinned}"
 
 
+@pytest.mark.second_tier  # make in a subprocess, once per target
 def test_every_artifact_target_and_short_form_reproduces_its_own_artifact():
     for key, spec in implemented_artifacts().items():
         for target in {f"reproduce-{spec.paper}-{spec.artifact}",

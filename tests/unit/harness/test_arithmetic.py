@@ -41,6 +41,7 @@ def test_a_process_is_pinned_only_with_every_variable_and_the_start_up_ones_from
     assert unpinned_because().startswith("a aarch64 CPU")
 
 
+@pytest.mark.second_tier  # three interpreters started as command lines
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/environ")
 def test_a_command_started_in_the_printed_environment_is_pinned_and_one_started_without_is_not():
     assignments = subprocess.run([sys.executable, "-m", "bench.harness.arithmetic"], cwd=REPO,

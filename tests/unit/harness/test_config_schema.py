@@ -8,6 +8,7 @@ too), datasets produce data, base networks train.
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 import pytest
@@ -30,22 +31,37 @@ def options(group: str) -> list[str]:
     return sorted(path.stem for path in (CONF_DIR / group).glob("*.yaml"))
 
 
+@functools.cache
+def _experiment_choices() -> tuple[tuple[str, dict[str, list], dict[str, list]], ...]:
+    """Per experiment config, read once: its name, the options its defaults choose per group
+    and the options its sweep lists per group (``method: appears_in`` expanded)."""
+    found = []
+    for path in sorted((CONF_DIR / "experiment").rglob("*.yaml")):
+        experiment = path.relative_to(CONF_DIR / "experiment").with_suffix("").as_posix()
+        config = yaml.safe_load(path.read_text())
+        chosen: dict[str, list] = {}
+        for entry in config.get("defaults", []):
+            if isinstance(entry, dict):
+                for key, value in entry.items():
+                    group = key.split("@")[0].split(" ")[-1].lstrip("/")
+                    chosen.setdefault(group, []).append(value)
+        swept = dict(config.get("sweep") or {})
+        if swept.get("method") == SWEEP_BY_MEMBERSHIP:
+            swept["method"] = methods_appearing_in(experiment, CONF_DIR)
+        found.append((experiment, chosen, swept))
+    return tuple(found)
+
+
 def experiments_using(group: str, option: str) -> list[str]:
     """Experiments whose defaults or sweep name ``option`` of ``group`` (or choose the group's
     option by interpolation, as ``override /base: ${protocol}_mlp``)."""
     found = []
-    for path in sorted((CONF_DIR / "experiment").rglob("*.yaml")):
-        config = yaml.safe_load(path.read_text())
-        chosen = [value for entry in config.get("defaults", []) if isinstance(entry, dict)
-                  for key, value in entry.items() if key.split("@")[0].split(" ")[-1]
-                  in (f"/{group}", group)]
-        swept = (config.get("sweep") or {}).get(group, [])
-        if group == "method" and swept == SWEEP_BY_MEMBERSHIP:
-            experiment = path.relative_to(CONF_DIR / "experiment").with_suffix("").as_posix()
-            swept = methods_appearing_in(experiment, CONF_DIR)
+    for experiment, chosen_by_group, swept_by_group in _experiment_choices():
+        chosen = chosen_by_group.get(group, [])
+        swept = swept_by_group.get(group, [])
         by_interpolation = any("${" in str(value) for value in chosen)
         if option in chosen or option in swept or by_interpolation:
-            found.append(path.relative_to(CONF_DIR / "experiment").with_suffix("").as_posix())
+            found.append(experiment)
     return found
 
 

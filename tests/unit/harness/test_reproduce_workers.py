@@ -47,6 +47,7 @@ def test_run_commands_combines_exit_statuses(codes, expected):
     assert reproduce.run_commands([_exits(code) for code in codes], workers=2) == expected
 
 
+@pytest.mark.second_tier  # five interpreters started as command lines
 def test_run_commands_runs_every_command(tmp_path):
     commands = [[sys.executable, "-c", f"open(r'{tmp_path}/{k}', 'w').close()"]
                 for k in range(5)]

@@ -209,6 +209,7 @@ def _train_in_child(results, barrier, queue) -> None:
     queue.put(network.reused)
 
 
+@pytest.mark.second_tier  # two forked processes racing for one store
 def test_two_processes_asking_at_once_train_once(tmp_path):
     context = multiprocessing.get_context("fork")
     barrier, queue = context.Barrier(2), context.Queue()
