@@ -28,7 +28,13 @@ def stamped_sha256(path: str | Path) -> str:
 
 
 def note_read(path: str | Path) -> str:
-    """Note that the current job read ``path``; returns its sha256."""
+    """Note that the current job read ``path`` (a folder, e.g. an LMDB database: every file
+    in it); returns the file's sha256 ("" for a folder)."""
+    path = Path(path)
+    if path.is_dir():
+        for inner in sorted(p for p in path.rglob("*") if p.is_file()):
+            note_read(inner)
+        return ""
     digest = stamped_sha256(path)
     _READ[str(path)] = digest
     return digest

@@ -59,7 +59,10 @@ def tolerance_noise_reason(records: list[dict[str, Any]]) -> str:
     not resolved); "" when it is not."""
     sizes = {int(((r.get("config") or {}).get("dataset") or {}).get("n_test")
                  or FULL_TEST_SET) for r in records}
-    means = cell_means(records)
+    try:
+        means = cell_means(records)
+    except LookupError:
+        return ""  # no cells: the anchor is missing, nothing to judge
     n = min(sizes)
     accuracy_se = max(math.sqrt(2 * (a / 100) * (1 - a / 100) / n) * 100
                       for (_, column), a in means.items() if column == "acc")

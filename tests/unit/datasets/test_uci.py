@@ -487,3 +487,16 @@ def test_an_accepted_checksum_must_be_a_sha256_digest(value):
 
     with pytest.raises(ConfigError, match="dataset.accept_sha256"):
         accepted_checksums(value)
+
+
+def test_a_data_folder_is_noted_file_by_file(tmp_path):
+    from bench.datasets.data_files import files_read, forget_reads, note_read
+
+    folder = tmp_path / "lsun" / "classroom_val"
+    folder.mkdir(parents=True)
+    (folder / "data.mdb").write_bytes(b"pages")
+    (folder / "lock.mdb").write_bytes(b"")
+    forget_reads()
+    assert note_read(folder) == ""
+    assert sorted(files_read()) == [str(folder / "data.mdb"), str(folder / "lock.mdb")]
+    forget_reads()
