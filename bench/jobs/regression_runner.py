@@ -32,6 +32,7 @@ from bench.harness.method_nodes import (
 from bench.harness.overrides import group_options
 from bench.harness.result import TaskResult
 from bench.harness.timing import Stopwatch
+from bench.metrics.fit_health import assess, regression_checks
 from bench.metrics.regression import regression_metrics
 
 
@@ -90,6 +91,8 @@ def score_method(cfg: DictConfig, method: RegressionNetworkMethod, splits: Regre
     scores = regression_metrics(predictive, splits.y_test[:, 0], z=cfg.protocol.interval_z)
     for column, value in scores.items():
         result.add(row, column, value)
+    result.health[row] = assess(regression_checks(scores["nll"], predictive.mean,
+                                                  splits.y_test[:, 0]))
     result.fitted[row] = plain_values(diagnostics)
     if isinstance(method, PredictionDiagnostics):
         for name, value in method.prediction_diagnostics().items():

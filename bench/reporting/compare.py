@@ -91,6 +91,11 @@ def _gap_verdict(spec: ArtifactSpec, key: tuple[str, str], summary: dict | None,
     return Verdict(MISSING, f"no ok record; run `make {make_target(spec.paper, spec.artifact)}`")
 
 
+def _joined(*reasons: str) -> str:
+    """Every non-empty reason a cell or anchor is not comparable, in order, joined by "; "."""
+    return "; ".join(reason for reason in reasons if reason)
+
+
 def _comparable(spec: ArtifactSpec, protocol: str, key: tuple[str, str], verdict: Verdict,
                 ok_records: list[dict[str, Any]]) -> Verdict:
     """``verdict``, or ``not comparable`` when a judged cell (agrees, close, differs) rests
@@ -98,8 +103,8 @@ def _comparable(spec: ArtifactSpec, protocol: str, key: tuple[str, str], verdict
     for these records (the spec's reason)."""
     if verdict.verdict not in (AGREES, CLOSE, DIFFERS):
         return verdict
-    reason = fit_failed_reason(ok_records, (key[0],)) or spec.not_comparable_reason(
-        protocol, *key, ok_records)
+    reason = _joined(fit_failed_reason(ok_records, (key[0],)),
+                     spec.not_comparable_reason(protocol, *key, ok_records))
     return Verdict(NOT_COMPARABLE, reason) if reason else verdict
 
 
@@ -287,8 +292,8 @@ def anchor_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.DataFr
             verdict = judge(rule, paper, ours, ci, anchor_cause(spec, anchor, ok_records))
         used = [r for r in ok_records
                  if not anchor.protocol or r.get("protocol", "") == anchor.protocol]
-        reason = (fit_failed_reason(used, anchor.rows)
-                  or spec.not_comparable_reason("*", anchor.label, "", ok_records))
+        reason = _joined(fit_failed_reason(used, anchor.rows),
+                         spec.not_comparable_reason("*", anchor.label, "", ok_records))
         if reason:
             verdict = Verdict(NOT_COMPARABLE, reason)
         lines.append({"label": anchor.label, "paper": anchor.paper, "ours": ours,

@@ -75,9 +75,24 @@ def test_a_classifier_that_did_not_train_fails_and_one_that_did_passes():
     labels = torch.arange(100) % 10
     uniform = assess(classifier_checks(Categorical(torch.full((100, 10), 0.1)), labels))
     assert uniform["healthy"] is False
-    constant_check, chance = uniform["why"].split("; ")
-    assert constant_check.startswith("test NLL 230.3 vs a constant prediction's 230.3 (")
-    assert chance == "test accuracy 0.1 vs chance 0.1 (needs > 0.16)"
+    assert uniform["why"] == "test accuracy 0.1 vs chance 0.1 (needs > 0.16)"
     confident = torch.full((100, 10), 0.01)
     confident[torch.arange(100), labels] = 0.91
     assert assess(classifier_checks(Categorical(confident), labels))["healthy"] is True
+
+
+def test_a_regression_mean_must_explain_some_variance_whatever_its_uncertainty():
+    """y = (0, 2): a constant mean at 1 explains nothing; a mean of (0.2, 1.8) explains
+    1 - 0.08 / 2 = 0.96 even with an NLL worse than a constant's (its uncertainty is what the
+    table judges)."""
+    import torch
+
+    from bench.metrics.fit_health import regression_checks
+
+    y = torch.tensor([0.0, 2.0])
+    flat = assess(regression_checks(1.4, torch.tensor([1.0, 1.0]), y))
+    assert flat["healthy"] is False
+    assert flat["why"].startswith("test R^2 of the mean 0 (a constant prediction has 0")
+    assert assess(regression_checks(9.0, torch.tensor([0.2, 1.8]), y))["healthy"] is True
+    assert assess(regression_checks(math.inf, torch.tensor([0.2, 1.8]), y))["why"] == (
+        "non-finite test NLL")

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from bench.reporting.compare import anchor_table
-from bench.reporting.specs.ggn_thesis_gp_view import FIGURE_5_6, SELF_CHECK_CAUSE
+from bench.reporting.compare import anchor_table, comparison_table
+from bench.reporting.specs.ggn_thesis_gp_view import (
+    FIGURE_5_6,
+    MAX_RESIDUAL_SIDE_RUN,
+    SELF_CHECK_CAUSE,
+)
 from bench.tasks.gp_explanations import CHECK_ROW, ROW
 
 TRAIN_LABEL = "training accuracy of the CNN ('perfect classification on the training data')"
@@ -106,3 +110,15 @@ def test_a_rank1_image_with_a_large_importance_ranks_above_the_near_zero_ones():
     assert resolved_percentile(-0.3, magnitudes) == pytest.approx(9.5 / 11)
     assert resolved_percentile(0.002, magnitudes) == pytest.approx(4 / 11)
     assert resolved_percentile(0.0005, magnitudes) == resolved_percentile(0.009, magnitudes)
+
+
+def test_max_residual_cause_reads_the_records_not_an_earlier_network():
+    """A network that classifies every training image (largest |a_i| 0.45) is not said to
+    misclassify one: the cause counts from the record."""
+    record = gp_view_record(importances=[-0.45, *[0.0] * 9, 0.25])
+    record["cells"].append({"row": ROW, "column": "max_abs_residual", "value": 0.45})
+    table = comparison_table(FIGURE_5_6, [record]).set_index(["row", "column"])
+    assert table.loc[(ROW, "max_abs_residual"), "cause"] == (
+        "seed 0: max |a_i| = 0.45, 0 of 11 training images misclassified (|a_i| > 0.5 exactly "
+        "for an error), 2 above 0.2; |grad L| = 5.5 at theta* (relative 0.14; 0 at a "
+        "stationary point) after adam over 200 epochs (cosine). " + MAX_RESIDUAL_SIDE_RUN)

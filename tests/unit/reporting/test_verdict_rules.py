@@ -128,6 +128,18 @@ def test_a_collapsed_fit_makes_its_cells_and_claims_not_comparable():
                                  "other protocol": AGREES}
 
 
+def test_a_cell_not_comparable_for_two_reasons_names_both():
+    """A failed fit does not hide the spec's own reason (e.g. a stand-in network)."""
+    collapsed = assess([constant_prediction_check(395.2, 395.25, 150)])
+    spec = dataclasses.replace(TABLE_7, not_comparable={
+        ("N(0,1)", "SSLA"): lambda records: "measured on a stand-in"})
+    records = [record({("N(0,1)", "SSLA"): -0.0259}, health={"N(0,1)": collapsed})]
+    cause = comparison_table(spec, records).set_index(["row", "column"]).loc[
+        ("N(0,1)", "SSLA"), "cause"]
+    assert cause.startswith("fit failed (N(0,1), seed 0: train NLL 395.2")
+    assert cause.endswith("; measured on a stand-in")
+
+
 def test_side_run_rows_are_counted_and_listed_apart_from_the_papers():
     spec = dataclasses.replace(TABLE_7, paper_rows={"N(0,1)": "N(0,1)",
                                                     "N(0,1) (side run)": "N(0,1)"})
