@@ -89,7 +89,9 @@ class MultirunProgress(Callback):
         logger.info(progress_line(self.done, self.failed, self.skipped, self.total, elapsed))
 
 
-SLURM_LAUNCHER = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+SLURM_LAUNCHERS = (
+    "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher",
+    "hydra_plugins.bench_launcher.reporting_slurm_launcher.ReportingSlurmLauncher")
 SINFO_TIMEOUT_S = 30
 # sinfo's short node states (%t) on which no job starts.
 UNUSABLE_STATES = ("down", "drain", "drng", "drained", "fail", "maint", "inval", "unk")
@@ -105,11 +107,14 @@ class SlurmNode:
     memory_mb: int
     gpus: int
     state: str = "idle"
+    partition_state: str = "up"
 
     @property
     def usable(self) -> bool:
-        """Whether Slurm would start jobs on it: not down, drained, draining or failing."""
-        return not self.state.rstrip("*~#!%$@^-").startswith(UNUSABLE_STATES)
+        """Whether Slurm would start jobs on it: its partition up, the node not down, drained,
+        draining or failing."""
+        return (self.partition_state == "up"
+                and not self.state.rstrip("*~#!%$@^-").startswith(UNUSABLE_STATES))
 
 
 def gres_gpus(gres: str) -> int:
@@ -118,18 +123,21 @@ def gres_gpus(gres: str) -> int:
 
 
 def parse_sinfo(text: str) -> list[SlurmNode]:
-    """Nodes from ``sinfo -h -N -o '%P|%c|%m|%G|%t'`` output (the default partition ends in
-    *; without the state field a node counts as idle)."""
+    """Nodes from ``sinfo -h -N -o '%P|%c|%m|%G|%t|%a'`` output (the default partition ends in
+    *; without the node state field a node counts as idle, without the partition's
+    availability its partition as up)."""
     nodes = []
     for line in text.splitlines():
         fields = line.strip().split("|")
-        if len(fields) not in (4, 5):
+        if len(fields) not in (4, 5, 6):
             continue
         partition, cpus, memory, gres = fields[:4]
-        state = fields[4] if len(fields) == 5 else "idle"
+        state = fields[4] if len(fields) >= 5 else "idle"
+        available = fields[5].strip().lower() if len(fields) == 6 else "up"
         nodes.append(SlurmNode(partition.rstrip("*"), partition.endswith("*"),
                                int(re.sub(r"\D.*", "", cpus) or 0),
-                               int(re.sub(r"\D.*", "", memory) or 0), gres_gpus(gres), state))
+                               int(re.sub(r"\D.*", "", memory) or 0), gres_gpus(gres), state,
+                               available))
     return nodes
 
 
@@ -138,7 +146,7 @@ def slurm_nodes() -> tuple[list[SlurmNode] | None, str | None]:
     if shutil.which("sinfo") is None:
         return None, "Slurm's commands (sinfo, sbatch) are not on PATH on this machine"
     try:
-        done = subprocess.run(["sinfo", "-h", "-N", "-o", "%P|%c|%m|%G|%t"],
+        done = subprocess.run(["sinfo", "-h", "-N", "-o", "%P|%c|%m|%G|%t|%a"],
                               capture_output=True, text=True, timeout=SINFO_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         return None, f"Slurm does not answer (sinfo ran for {SINFO_TIMEOUT_S}s)"
@@ -170,6 +178,11 @@ def request_problem(launcher: Any, nodes: list[SlurmNode], name: str) -> str | N
         known = ", ".join(sorted({node.partition for node in nodes})) or "(none)"
         return (f"Slurm has no node in {where}; set BENCH_SLURM_PARTITION "
                 f"(hydra.launcher.partition) to one of: {known}")
+    if not any(node.partition_state == "up" for node in candidates):
+        states = ", ".join(sorted({node.partition_state for node in candidates}))
+        return (f"{where} is not up (sinfo availability: {states}): jobs would pend or be "
+                "refused until an administrator sets it up; choose another partition "
+                "(BENCH_SLURM_PARTITION)")
     if not any(node.usable for node in candidates):
         states = ", ".join(sorted({node.state for node in candidates}))
         return (f"every node of {where} is down or drained (sinfo states: {states}): jobs "
@@ -228,7 +241,7 @@ class SlurmRequestCheck(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Check the launcher's request against ``sinfo``."""
         launcher = config.hydra.launcher
-        if launcher.get("_target_") != SLURM_LAUNCHER:
+        if launcher.get("_target_") not in SLURM_LAUNCHERS:
             return
         name = config.hydra.runtime.choices.get("hydra/launcher") or "submitit_slurm"
         nodes, why = slurm_nodes()

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import math
 import pickle
+import re
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from hydra.core.utils import JobReturn, JobStatus
@@ -78,6 +80,55 @@ def test_slurm_records_equal_a_local_run(table_7):
         assert outcome(slurm[config_hash]) == outcome(record)
     [submission] = submissions(table_7["slurm"])
     assert len(job_ids(submission)) == 2
+
+
+def test_the_submitter_prints_each_jobs_end_with_its_log_and_a_summary(table_7):
+    out = table_7["done"].stdout
+    assert re.search(r"^slurm: submitted 2 job\(s\) \(\d+_0, \d+_1\); logs under ", out,
+                     re.M), describe(table_7["done"])
+    ended = re.findall(r"^slurm job (\d+_\d) completed \(record ok\): #\d experiment=ssla/"
+                       r"table-7 .*; log (\S+)$", out, re.M)
+    assert len(ended) == 2 and all(Path(log).is_file() for _, log in ended), out[-3000:]
+    assert "[2/2] 2 done, 0 failed" in out
+    assert "slurm: 2 job(s) ended: 2 completed (records: 2 ok)" in out
+
+
+def test_a_node_drained_while_a_job_pends_is_said_with_slurms_reason(tmp_path, bench_env):
+    """The job is held back 8 s (sbatch --begin) so that it still pends when the test drains
+    the node; the submitter then says why it waits, and the job completes once the node is
+    resumed."""
+    [node] = {line.strip() for line in subprocess.run(
+        ["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True,
+        check=True).stdout.splitlines()}
+    results, out = tmp_path / "results", tmp_path / "stdout.txt"
+    env = {**bench_env, "BENCH_SLURM_PENDING_NOTE_S": "2", "BENCH_SLURM_PENDING_REPEAT_S": "60"}
+    args = ["-m", "hydra/launcher=slurm", "+hydra.launcher.additional_parameters.begin=now+8",
+            "experiment=ssla/table-7", "scale=smoke", "seed=42", "protocol=paper",
+            f"results_dir={results}"]
+    with out.open("w") as sink:
+        submitting = subprocess.Popen(bench_command(args), cwd=REPO, env=env, stdout=sink,
+                                      stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 300
+        while "slurm: submitted" not in out.read_text():
+            assert time.monotonic() < deadline and submitting.poll() is None, "not submitted"
+            time.sleep(0.2)
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=drain",
+                        "reason=bench cluster test"], check=True)
+        try:
+            while "DRAINED" not in out.read_text():
+                assert time.monotonic() < deadline and submitting.poll() is None, \
+                    out.read_text()[-3000:]
+                time.sleep(0.5)
+        finally:
+            subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"],
+                           check=True)
+        _, stderr = submitting.communicate(timeout=COMMAND_TIMEOUT_S)
+    text = out.read_text()
+    assert submitting.returncode == 0, f"{text[-3000:]}\n{stderr[-3000:]}"
+    [line] = [line for line in text.splitlines() if "DRAINED" in line]
+    assert re.fullmatch(r"slurm: 1 job\(s\) pending for up to \d+:\d\d \(\d+\); Slurm's "
+                        r"reason: .*DRAINED.*", line), line
+    assert re.search(r"^slurm job \d+ completed \(record ok\)", text, re.M), text[-3000:]
 
 
 def test_a_resubmission_skips_the_finished_jobs(table_7, module_env):
@@ -203,8 +254,10 @@ def test_a_hard_killed_job_completes_when_the_multirun_is_run_again(tmp_path, be
     [submission] = submissions(results)
     [job] = job_ids(submission)
     subprocess.run(["scancel", "--signal=KILL", job], check=True)
-    _, stderr = submitting.communicate(timeout=300)
-    assert submitting.returncode != 0, stderr[-3000:]
+    stdout, stderr = submitting.communicate(timeout=300)
+    assert submitting.returncode == 1, stderr[-3000:]
+    assert "Traceback" not in stdout + stderr, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1].startswith("error: 1 job(s) failed")
     assert not records(results)
     done = run_bench(args, bench_env)
     assert done.returncode == 0, describe(done)
@@ -215,6 +268,32 @@ def test_a_hard_killed_job_completes_when_the_multirun_is_run_again(tmp_path, be
     assert not list(results.rglob(".job-*.log"))
     [unfinished] = results.rglob("job.unfinished-*.log")
     assert "run " in unfinished.read_text()
+
+
+def test_a_cancelled_job_is_one_line_and_a_failed_job_not_a_traceback(tmp_path, bench_env,
+                                                                       seconds_per_epoch):
+    results = tmp_path / "results"
+    args = ["-m", "hydra/launcher=slurm", "hydra.launcher.timeout_min=30",
+            *lenet_training(epochs_for(KILL_TRAINING_S, seconds_per_epoch)),
+            f"results_dir={results}"]
+    submitting = subprocess.Popen(bench_command(args), cwd=REPO, env=bench_env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not list(results.glob("networks/**/seed-0.partial/checkpoint.pt")):
+        assert time.monotonic() < deadline and submitting.poll() is None, "no checkpoint"
+        time.sleep(0.5)
+    [submission] = submissions(results)
+    [job] = job_ids(submission)
+    subprocess.run(["scancel", job], check=True)
+    stdout, stderr = submitting.communicate(timeout=300)
+    assert submitting.returncode == 1, f"{stdout[-3000:]}\n{stderr[-3000:]}"
+    assert "Traceback" not in stdout + stderr, stderr[-3000:]
+    assert re.search(rf"^slurm job {job} cancelled \(no record: .*\): #0 .*; log ", stdout,
+                     re.M), stdout[-3000:]
+    assert "slurm: 1 job(s) ended: 1 cancelled (records: 1 no record)" in stdout
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("error: 1 job(s) failed") and f"slurm job {job} (CANCELLED" in last
+    assert not records(results)
 
 
 def test_a_job_sent_its_time_limit_signal_is_requeued_and_completes(tmp_path, bench_env,
@@ -248,5 +327,9 @@ def test_a_job_sent_its_time_limit_signal_is_requeued_and_completes(tmp_path, be
     assert "REQUEUED" in states and states[-1] == "COMPLETED", states
     logs = job_logs(submission)
     assert "this job is timed-out" in logs and "Requeued job" in logs and "resuming" in logs
+    said = [line for line in stdout.splitlines() if line.startswith("slurm")]
+    assert re.search(rf"^slurm job {job} completed \(record ok\)", stdout, re.M), said
+    assert re.search(rf"^slurm job {job} (requeued|running again)", stdout, re.M), said
+    print("\n".join(said))
     print(f"{epochs} epochs, attempts {states}, {time.perf_counter() - started:.0f}s")
 

@@ -78,6 +78,17 @@ def test_a_partition_whose_nodes_are_all_drained_or_down_is_refused():
         request(cpus_per_task=16), mixed, "slurm")
 
 
+def test_a_partition_that_is_down_is_refused_though_its_nodes_are_idle():
+    """sinfo's %a: a partition set down accepts jobs that then pend for ever."""
+    nodes = parse_sinfo("cpu*|2|24105|(null)|idle|down\ngpu|32|256000|gpu:4|idle|up\n")
+    assert [node.usable for node in nodes] == [False, True]
+    assert request_problem(request(), nodes, "slurm") == (
+        "the default partition is not up (sinfo availability: down): jobs would pend or be "
+        "refused until an administrator sets it up; choose another partition "
+        "(BENCH_SLURM_PARTITION)")
+    assert request_problem(request(partition="gpu"), nodes, "slurm") is None
+
+
 def test_cuda_jobs_on_a_launcher_without_gpus_are_refused_before_submission():
     from bench.harness.multirun_progress import device_problem
 

@@ -41,14 +41,14 @@ SELF_CHECK_CAUSE = (
     "gradient_norm; the offset m and the kernel sum are each several times larger than f, "
     "metrics offset_to_logit_norm_ratio and kernel_sum_to_logit_norm_ratio), and this CNN's MAP "
     "objective, not differentiable at its ReLU and max-pool kinks, has no such point within "
-    "reach. Side run on an earlier training of seed 0's cpu network: full-batch L-BFGS on the exact objective "
-    "(1200 iterations, ~14 CPU-min) lowers L from 90.52 to 84.69 and this error to 0.15-0.16, "
-    "but |grad L| stalls between 2.7 and 3.5; along -grad L the directional derivative turns "
-    "positive within a step of 1e-5 as max-pool windows switch their maximum; on 300 training "
-    "images the same L-BFGS stalls at |grad L| 0.7-1.5 with ReLU or with max-pool and gets to "
-    "0.03 only with softplus and average pooling. A max-pool minimiser can sit on a tie, where "
-    "autograd's gradient is not 0 and the self-check fails (closed-form case in "
-    "tests/unit/methods/test_gp_view.py)")
+    "reach. Side run on an earlier training of seed 0's cpu network: full-batch L-BFGS on the "
+    "exact objective (1200 iterations, ~14 CPU-min) lowers L from 90.52 to 84.69 and this "
+    "error to 0.15-0.16, but |grad L| stalls between 2.7 and 3.5; along -grad L the "
+    "directional derivative turns positive within a step of 1e-5 as max-pool windows switch "
+    "their maximum; on 300 training images the same L-BFGS stalls at |grad L| 0.7-1.5 with "
+    "ReLU or with max-pool and gets to 0.03 only with softplus and average pooling. A max-pool "
+    "minimiser can sit on a tie, where autograd's gradient is not 0 and the self-check fails "
+    "(closed-form case in tests/unit/methods/test_gp_view.py)")
 
 MAX_RESIDUAL_SIDE_RUN = (
     "Side run on an earlier training of seed 0's cpu network (train accuracy 0.99967, max "
