@@ -239,13 +239,14 @@ def epochs_for(seconds: float, seconds_per_epoch: float) -> int:
     return max(6, math.ceil(seconds / seconds_per_epoch))
 
 
-def test_a_hard_killed_job_completes_when_the_multirun_is_run_again(tmp_path, bench_env,
-                                                                   seconds_per_epoch):
-    results = tmp_path / "results"
+def training_past_its_first_checkpoint(results, env: dict[str, str], seconds_per_epoch: float):
+    """Submit a LeNet training job of about :data:`KILL_TRAINING_S` seconds into ``results``
+    and return its arguments, the submitting process and the Slurm job id once the job's first
+    epoch checkpoint exists."""
     args = ["-m", "hydra/launcher=slurm", "hydra.launcher.timeout_min=30",
             *lenet_training(epochs_for(KILL_TRAINING_S, seconds_per_epoch)),
             f"results_dir={results}"]
-    submitting = subprocess.Popen(bench_command(args), cwd=REPO, env=bench_env,
+    submitting = subprocess.Popen(bench_command(args), cwd=REPO, env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
     while not list(results.glob("networks/**/seed-0.partial/checkpoint.pt")):
@@ -253,6 +254,14 @@ def test_a_hard_killed_job_completes_when_the_multirun_is_run_again(tmp_path, be
         time.sleep(0.5)
     [submission] = submissions(results)
     [job] = job_ids(submission)
+    return args, submitting, job
+
+
+def test_a_hard_killed_job_completes_when_the_multirun_is_run_again(tmp_path, bench_env,
+                                                                   seconds_per_epoch):
+    results = tmp_path / "results"
+    args, submitting, job = training_past_its_first_checkpoint(results, bench_env,
+                                                               seconds_per_epoch)
     subprocess.run(["scancel", "--signal=KILL", job], check=True)
     stdout, stderr = submitting.communicate(timeout=300)
     assert submitting.returncode == 1, stderr[-3000:]
@@ -273,17 +282,8 @@ def test_a_hard_killed_job_completes_when_the_multirun_is_run_again(tmp_path, be
 def test_a_cancelled_job_is_one_line_and_a_failed_job_not_a_traceback(tmp_path, bench_env,
                                                                        seconds_per_epoch):
     results = tmp_path / "results"
-    args = ["-m", "hydra/launcher=slurm", "hydra.launcher.timeout_min=30",
-            *lenet_training(epochs_for(KILL_TRAINING_S, seconds_per_epoch)),
-            f"results_dir={results}"]
-    submitting = subprocess.Popen(bench_command(args), cwd=REPO, env=bench_env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 300
-    while not list(results.glob("networks/**/seed-0.partial/checkpoint.pt")):
-        assert time.monotonic() < deadline and submitting.poll() is None, "no checkpoint"
-        time.sleep(0.5)
-    [submission] = submissions(results)
-    [job] = job_ids(submission)
+    _, submitting, job = training_past_its_first_checkpoint(results, bench_env,
+                                                            seconds_per_epoch)
     subprocess.run(["scancel", job], check=True)
     stdout, stderr = submitting.communicate(timeout=300)
     assert submitting.returncode == 1, f"{stdout[-3000:]}\n{stderr[-3000:]}"
