@@ -102,6 +102,17 @@ def final_state(job: Any, outcome: str) -> str:
         job.watcher.update()
 
 
+def job_error_line(stderr_log: Path) -> str:
+    """The last ``error: ...`` line a job wrote to its standard error (bench's one-line errors:
+    a missing data set, a bad value), or "" when there is none or no log."""
+    try:
+        lines = stderr_log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    errors = [line.strip() for line in lines if line.startswith("error: ")]
+    return errors[-1] if errors else ""
+
+
 class ReportingSlurmLauncher(SlurmLauncher):
     """submitit's Slurm launcher that prints each job's progress and never a traceback for a
     job Slurm ended (see the module docstring)."""
@@ -180,8 +191,9 @@ class ReportingSlurmLauncher(SlurmLauncher):
         try:
             returned = job.result()
         except Exception as err:  # noqa: BLE001 - submitit's errors for a job without result
+            why = job_error_line(Path(job.paths.stderr)) or one_line(err)
             return (JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED,
-                              _return_value="failed"), f"no record: {one_line(err)}")
+                              _return_value="failed"), f"no record: {why}")
         if returned.status != JobStatus.COMPLETED:
             return returned, f"task raised: {one_line(returned._return_value)}"
         return returned, f"record {returned._return_value}"

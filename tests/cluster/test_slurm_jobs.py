@@ -192,6 +192,21 @@ def test_a_failed_job_makes_the_submitting_command_exit_nonzero(failed_run):
     assert "1 job(s) failed (in this run" in done.stderr, describe(done)
 
 
+def test_a_job_stopped_by_an_error_inside_slurm_is_its_error_line(tmp_path, bench_env):
+    """No MNIST under the jobs' data root: the job stops with bench's one-line error inside
+    Slurm (exit 2, no record); the submitter says that line, not submitit's traceback."""
+    empty = tmp_path / "no-data"
+    empty.mkdir()
+    done = run_bench(["-m", "hydra/launcher=slurm", *lenet_training(epochs=1),
+                      f"results_dir={tmp_path / 'results'}"],
+                     {**bench_env, "BENCH_DATA_DIR": str(empty)})
+    assert done.returncode == 1, describe(done)
+    assert "Traceback" not in done.stdout + done.stderr, describe(done)
+    assert re.search(r"^slurm job \d+ failed \(no record: error: image data set 'mnist'",
+                     done.stdout, re.M), describe(done)
+    assert "error: image data set 'mnist'" in done.stderr.strip().splitlines()[-1]
+
+
 def one_line_error(done: subprocess.CompletedProcess) -> str:
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), \
