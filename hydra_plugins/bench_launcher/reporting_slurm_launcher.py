@@ -29,7 +29,7 @@ from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
 from omegaconf import OmegaConf
 
-from bench.harness.jobs import FAILED_JOBS
+from bench.harness.jobs import FAILED_JOBS, is_launcher_stop
 from bench.harness.multirun_progress import progress_line
 from bench.harness.slurm_watch import (
     FINAL_STATES,
@@ -86,15 +86,19 @@ def one_line(err: BaseException) -> str:
 
 
 def final_state(job: Any, outcome: str) -> str:
-    """Slurm's final state of a job that ended. Its accounting may lag the job's result file:
-    a job that returned a result is ``COMPLETED``; for one without a result Slurm is asked
-    again for up to :data:`FINAL_STATE_WAIT_S` seconds until it names a final state."""
+    """Slurm's final state of a job that ended. A job submitit stopped at a time limit it did
+    not requeue is ``TIMEOUT`` (Slurm sees a process that exited). Slurm's accounting may lag
+    the job's result file: a job that returned a result is ``COMPLETED``; for one without a
+    result Slurm is asked again for up to :data:`FINAL_STATE_WAIT_S` seconds until it names a
+    final state."""
+    if outcome.startswith("no record: timed out"):
+        return "TIMEOUT"
     deadline = time.monotonic() + FINAL_STATE_WAIT_S
     while True:
         state = plain_state(job.watcher.get_state(job.job_id, mode="cache"))
         if state in FINAL_STATES:
             return state
-        if outcome.startswith("record") or outcome.startswith("task raised"):
+        if outcome.startswith("record"):
             return "COMPLETED"
         if time.monotonic() > deadline:
             return state
@@ -195,5 +199,10 @@ class ReportingSlurmLauncher(SlurmLauncher):
             return (JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED,
                               _return_value="failed"), f"no record: {why}")
         if returned.status != JobStatus.COMPLETED:
-            return returned, f"task raised: {one_line(returned._return_value)}"
+            # The job itself raised (submitit out of requeues at a time limit, or the harness):
+            # no record; the traceback stays in the job's log.
+            stopped = returned._return_value
+            why = ("timed out: " if is_launcher_stop(stopped) else "") + one_line(stopped)
+            return (JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED,
+                              _return_value="failed"), f"no record: {why}")
         return returned, f"record {returned._return_value}"

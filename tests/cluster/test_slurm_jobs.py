@@ -254,11 +254,12 @@ def epochs_for(seconds: float, seconds_per_epoch: float) -> int:
     return max(6, math.ceil(seconds / seconds_per_epoch))
 
 
-def training_past_its_first_checkpoint(results, env: dict[str, str], seconds_per_epoch: float):
+def training_past_its_first_checkpoint(results, env: dict[str, str], seconds_per_epoch: float,
+                                       timeout_min: int = 30):
     """Submit a LeNet training job of about :data:`KILL_TRAINING_S` seconds into ``results``
-    and return its arguments, the submitting process and the Slurm job id once the job's first
-    epoch checkpoint exists."""
-    args = ["-m", "hydra/launcher=slurm", "hydra.launcher.timeout_min=30",
+    with a time limit of ``timeout_min`` and return its arguments, the submitting process and
+    the Slurm job id once the job's first epoch checkpoint exists."""
+    args = ["-m", "hydra/launcher=slurm", f"hydra.launcher.timeout_min={timeout_min}",
             *lenet_training(epochs_for(KILL_TRAINING_S, seconds_per_epoch)),
             f"results_dir={results}"]
     submitting = subprocess.Popen(bench_command(args), cwd=REPO, env=env,
@@ -308,6 +309,26 @@ def test_a_cancelled_job_is_one_line_and_a_failed_job_not_a_traceback(tmp_path, 
     assert "slurm: 1 job(s) ended: 1 cancelled (records: 1 no record)" in stdout
     last = stderr.strip().splitlines()[-1]
     assert last.startswith("error: 1 job(s) failed") and f"slurm job {job} (CANCELLED" in last
+    assert not records(results)
+
+
+def test_a_job_out_of_requeues_at_its_time_limit_is_one_line(tmp_path, bench_env,
+                                                             seconds_per_epoch):
+    """BENCH_SLURM_REQUEUES=0: submitit stops the job at the time-limit signal (the test sends
+    it once the first checkpoint exists) and raises inside it; the submitter says "timed out",
+    exits 1 with one line, and prints no traceback."""
+    results = tmp_path / "results"
+    env = {**bench_env, "BENCH_SLURM_REQUEUES": "0"}
+    _, submitting, job = training_past_its_first_checkpoint(results, env, seconds_per_epoch,
+                                                            timeout_min=10)
+    subprocess.run(["scancel", f"--signal={TIME_LIMIT_SIGNAL}", job], check=True)
+    stdout, stderr = submitting.communicate(timeout=COMMAND_TIMEOUT_S)
+    assert submitting.returncode == 1, f"{stdout[-3000:]}\n{stderr[-3000:]}"
+    assert "Traceback" not in stdout + stderr, stderr[-3000:]
+    assert re.search(rf"^slurm job {job} timed out \(no record: timed out: UncompletedJobError",
+                     stdout, re.M), stdout[-3000:]
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("error: 1 job(s) failed") and f"slurm job {job} (TIMEOUT" in last
     assert not records(results)
 
 
