@@ -298,5 +298,5 @@ def anchor_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.DataFr
             verdict = Verdict(NOT_COMPARABLE, reason)
         lines.append({"label": anchor.label, "paper": anchor.paper, "ours": ours,
                       "verdict": verdict.verdict, "cause": verdict.cause,
-                      "study": spec.is_study(anchor.protocol, "")})
+                      "study": anchor.study or spec.is_study(anchor.protocol, "")})
     return pd.DataFrame(lines, columns=list(ANCHOR_COLUMNS)).astype({"study": bool})

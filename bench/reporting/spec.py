@@ -49,7 +49,9 @@ class Anchor:
     ``applies``, when given, receives the ok records and says whether the anchor is shown
     at all (a harness check of an opt-in method setting, say). ``protocol`` and ``rows``
     name the fits the statistic uses (every protocol and every row when empty): an unhealthy
-    one (the records' ``health``) makes the anchor "not comparable: fit failed".
+    one (the records' ``health``) makes the anchor "not comparable: fit failed". ``study``
+    marks an anchor read from side runs (an input of ours moved): counted and listed with the
+    studies, apart from the paper's claims.
     """
 
     label: str
@@ -60,6 +62,7 @@ class Anchor:
     applies: Callable[[list[dict[str, Any]]], bool] | None = None
     protocol: str = ""
     rows: tuple[str, ...] = ()
+    study: bool = False
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ point is then polished by full-batch L-BFGS to ``|grad L| <= polish_tolerance``
   (regression, sigma^2 not added) or the probability ``E[s(f_lin)]`` from
   ``n_predictive_samples`` draws of each point's ``N(f*, J Sigma J^T)`` (classification).
 
-Cells: row ``sigma2=<value>`` (regression) or ``bernoulli``, columns
+Cells: row ``sigma2=<value>`` (regression) or ``bernoulli``, followed by the experiment's
+``row_suffix`` when it sets one (a side run's rows, e.g. ``bernoulli (data noise 0.1)``), columns
 ``delta=<value>/<quantity>``; per row also ``argmax_delta`` and ``max_log_evidence``. Arrays
 hold the same per network, plus the predictive curves or maps, for the figures.
 """
@@ -200,7 +201,7 @@ def grid_cells(cfg: DictConfig, method: FullBatchMAP, job: ToyJob, grid: Network
     values = evaluated_grid(grid, job, int(method.n_predictive_samples))
     polished = grid.fit.adam_gradient_norm is not None
     scalars = SCALARS + (POLISH_SCALARS if polished else ())
-    row = row_label(grid.noise_variance)
+    row = row_label(grid.noise_variance) + str(cfg.get("row_suffix") or "")
     for b, delta in enumerate(deltas):
         for name in scalars:
             result.add(row, f"delta={delta:.3g}/{name}", values[name][b])

@@ -25,6 +25,8 @@ from bench.reporting.specs.ggn_thesis import (
     constant_prediction_nll,
     grid_steps_between_optima,
     near_optimal_end,
+    noise_sensitivity,
+    optimum_cells_cause,
 )
 
 DELTAS = [10 ** (-2 + 4 * k / 18) for k in range(19)]
@@ -141,12 +143,47 @@ def test_figure_5_3_causes_quote_each_seeds_polished_fits():
                             "0.129, 10000 L-BFGS it.; Adam's up to 142), f = 0 for delta >= "
                             "7.74; seed 1: optimum 0.599, |grad L| <= 1e-07 (delta 0.01, 40 "
                             "L-BFGS it.; Adam's up to 3.86), f = 0 for delta >= 12.9. ")
-    assert cause.endswith(FIGURE_5_3_OPTIMUM_CAUSE)
+    assert cause.endswith(f"{FIGURE_5_3_OPTIMUM_CAUSE}. The thesis does not state the two-moons "
+                          "noise: ours, 0.3 (the companion code's default), is our choice; how "
+                          "the optimum moves with it is not measured (no side run in the "
+                          "records), so this difference is not attributed to the thesis")
     for record in records:  # records without a polish: the measured analysis alone
         for name in ("adam_gradient_norm", "polish_iterations"):
             del record["arrays"][name]
     assert anchor_table(FIGURE_5_3, records).set_index("label").loc[
-        label, "cause"] == FIGURE_5_3_OPTIMUM_CAUSE
+        label, "cause"] == optimum_cells_cause(records)
+
+
+def side_run(seed, evidence, noise):
+    record = moons_record(seed, evidence)
+    record["config"].update({"row_suffix": f" (data noise {noise})",
+                             "dataset": {"noise": noise}})
+    return record
+
+
+def test_data_noise_side_runs_have_their_own_study_anchors_and_leave_the_thesis_ones_alone():
+    """Side runs at noise 0.1 peaking at 0.129 (the thesis's 0.13) and at 0.2 at 0.359 beside
+    ours peaking at 0.599: the thesis's anchors read ours only; each side run has its optimum
+    and range anchors, flagged as studies; the optimum's cause quotes both side runs."""
+    ours = [moons_record(seed, peaked(8)) for seed in (0, 1)]
+    sides = [side_run(seed, peaked(5), 0.1) for seed in (0, 1)] + [side_run(0, peaked(7), 0.2)]
+    lines = anchor_table(FIGURE_5_3, ours + sides).set_index("label")
+    label = "delta maximising the marginal likelihood"
+    assert lines.loc[label, "ours"] == pytest.approx(DELTAS[8])  # 0.599: side runs apart
+    assert not lines.loc[label, "study"]
+    noise_01 = lines.loc[f"{label} [side run: data noise 0.1]"]
+    assert noise_01["ours"] == pytest.approx(DELTAS[5]) and noise_01["verdict"] == "agrees"
+    assert noise_01["study"]
+    assert lines.loc[f"{label} [side run: data noise 0.2]", "ours"] == pytest.approx(DELTAS[7])
+    assert noise_sensitivity(ours + sides).endswith(
+        "Side runs on the same seeds and grid (rows 'bernoulli (data noise ...)'): noise 0.1: "
+        "optimum 0.129, 2-nat range 0.0774-0.215 (seeds 0, 1); noise 0.2: optimum 0.359, "
+        "2-nat range 0.215-0.599 (seeds 0), against 0.599 at 0.3: at noise 0.1 the optimum "
+        "is within one grid step of the thesis's 0.13")
+    # Without side-run records their anchors are missing, the thesis's unchanged.
+    alone = anchor_table(FIGURE_5_3, ours).set_index("label")
+    assert alone.loc[f"{label} [side run: data noise 0.1]", "verdict"] == "missing"
+    assert alone.loc[label, "ours"] == pytest.approx(DELTAS[8])
 
 
 def predictive_record(row, cells, protocol="paper", fitted=None, samples=1):
