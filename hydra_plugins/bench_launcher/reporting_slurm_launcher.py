@@ -154,7 +154,13 @@ class ReportingSlurmLauncher(SlurmLauncher):
             seconds_from_environment("BENCH_SLURM_PENDING_NOTE_S", PENDING_NOTE_S),
             seconds_from_environment("BENCH_SLURM_PENDING_REPEAT_S", PENDING_REPEAT_S))
         logger.info(watch.submitted_line(str(Path(str(jobs[0].paths.folder)).parent)))
-        returns = self._follow(jobs, watch, job_overrides)
+        try:
+            returns = self._follow(jobs, watch, job_overrides)
+        except KeyboardInterrupt:
+            arrays = sorted({str(job.job_id).split("_")[0] for job in jobs})
+            logger.info(f"slurm: the submitted jobs go on in Slurm (`scancel {' '.join(arrays)}` "
+                        "stops them); running this command again skips the finished ones")
+            raise
         logger.info(watch.summary_line())
         return returns
 
