@@ -593,16 +593,17 @@ def figure_5_3_fits(records: Records) -> str:
 
 
 def figure_5_3_cause(records: Records) -> str:
-    """The cause of a Figure 5.3 anchor: :func:`figure_5_3_fits` of the experiment's own
-    records, the measured analysis (:data:`FIGURE_5_3_OPTIMUM_CAUSE`), then what the data-noise
-    side runs measured (:func:`noise_sensitivity`)."""
-    return (f"{figure_5_3_fits(main_records(records))}. {FIGURE_5_3_OPTIMUM_CAUSE}. "
-            f"{noise_sensitivity(records)}")
+    """The cause of a Figure 5.3 anchor: first what the data-noise side runs measured (the
+    input of ours the optimum may move with, :func:`noise_sensitivity`), then
+    :func:`figure_5_3_fits` of the experiment's own records and the measured analysis
+    (:data:`FIGURE_5_3_OPTIMUM_CAUSE`)."""
+    return (f"{noise_sensitivity(records)}. {figure_5_3_fits(main_records(records))}. "
+            f"{FIGURE_5_3_OPTIMUM_CAUSE}")
 
 
 def optimum_cells_cause(records: Records) -> str:
-    """The cause of Figure 5.3's optimum cells: the measured analysis and the side runs."""
-    return f"{FIGURE_5_3_OPTIMUM_CAUSE}. {noise_sensitivity(records)}"
+    """The cause of Figure 5.3's optimum cells: the side runs, then the measured analysis."""
+    return f"{noise_sensitivity(records)}. {FIGURE_5_3_OPTIMUM_CAUSE}"
 
 
 def side_run_cause(noise: float):
