@@ -94,6 +94,26 @@ def stopping_check(stopped_by_rule: bool, how: str) -> Check:
     return Check("stopped by its rule", stopped_by_rule, how)
 
 
+def grid_checks(arrays: dict[str, Any], polish_cap: int | None) -> list[Check]:
+    """The checks of a grid of MAP fits (one network per prior precision, arrays
+    ``prior_precision``, ``log_evidence`` and, after an L-BFGS polish, ``polish_iterations``
+    and ``gradient_norm``): the evidence finite, and every polish ended by its rule (gradient
+    tolerance or no further decrease) before its cap of ``polish_cap`` iterations."""
+    deltas = arrays["prior_precision"]
+    checks = [finite_check({f"delta={d:.3g}/log_evidence": v
+                            for d, v in zip(deltas, arrays["log_evidence"], strict=True)})]
+    iterations = arrays.get("polish_iterations")
+    if polish_cap and iterations is not None:
+        capped = [(d, g) for d, n, g in zip(deltas, iterations, arrays["gradient_norm"],
+                                            strict=True) if n >= polish_cap]
+        detail = (f"polish at delta {', '.join(f'{d:.3g}' for d, _ in capped)} ended at its "
+                  f"cap of {polish_cap} iterations (|grad L| "
+                  f"{', '.join(f'{g:.2g}' for _, g in capped)})" if capped else
+                  f"every polish ended by its rule within {polish_cap} iterations")
+        checks.append(stopping_check(not capped, detail))
+    return checks
+
+
 def assess(checks: Iterable[Check]) -> dict[str, Any]:
     """The record's health entry of one row: ``healthy`` (every check passed), ``why`` (the
     failed checks' details, "" when healthy) and every check's result."""

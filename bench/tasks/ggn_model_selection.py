@@ -26,7 +26,9 @@ point is then polished by full-batch L-BFGS to ``|grad L| <= polish_tolerance``
 Cells: row ``sigma2=<value>`` (regression) or ``bernoulli``, followed by the experiment's
 ``row_suffix`` when it sets one (a side run's rows, e.g. ``bernoulli (data noise 0.1)``), columns
 ``delta=<value>/<quantity>``; per row also ``argmax_delta`` and ``max_log_evidence``. Arrays
-hold the same per network, plus the predictive curves or maps, for the figures.
+hold the same per network, plus the predictive curves or maps, for the figures. Health
+(``record["health"][row]``, :func:`bench.metrics.fit_health.grid_checks`): the evidence finite
+and, after a polish, every network's polish ended by its rule before its iteration cap.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from bench.methods.laplace.ggn_laplace import (
     linearised_log_evidence,
 )
 from bench.methods.laplace.ggn_methods import DRAW_STREAM
+from bench.metrics.fit_health import assess, grid_checks
 from bench.models.glm_likelihoods import GaussianLikelihood, Likelihood, make_likelihood
 from bench.models.mlp import MLPShape
 from bench.training.network_grid import GridFit, polish_network_grid, train_network_grid
@@ -226,6 +229,8 @@ def grid_cells(cfg: DictConfig, method: FullBatchMAP, job: ToyJob, grid: Network
                            "n_params": float(n_params)})
     if polished:
         result.metrics["max_adam_gradient_norm"] = max(values["adam_gradient_norm"])
+    cap = int(method.polish_iterations) if polished else None
+    result.health[row] = assess(grid_checks(result.arrays, cap))
 
 
 RUNNER = ToyRunner(FullBatchMAP, train_row, grid_cells, cells_timing="evaluate_s")

@@ -13,6 +13,7 @@ import fnmatch
 import math
 from typing import Any
 
+from bench.metrics.fit_health import assess, grid_checks
 from bench.reporting.claims import ClaimRule, Means, fraction, over_seeds
 from bench.reporting.figures.ggn_toys import (
     FIGURE_POSTERIORS,
@@ -530,6 +531,19 @@ def noise_records(noise: float):
     return chosen
 
 
+def with_grid_health(record: dict[str, Any]) -> dict[str, Any]:
+    """A model-selection record with its grid's health
+    (:func:`bench.metrics.fit_health.grid_checks`, as the task records it), computed from the
+    record's own arrays and config when it was written before the task recorded health."""
+    arrays = record.get("arrays") or {}
+    if record.get("health") or "prior_precision" not in arrays or not record.get("cells"):
+        return record
+    cap = (((record.get("config") or {}).get("method") or {}).get("polish_iterations")
+           if "polish_iterations" in arrays else None)
+    row = record["cells"][0]["row"]
+    return {**record, "health": {row: assess(grid_checks(arrays, int(cap) if cap else None))}}
+
+
 def of_records(select, function):
     """``function`` (an anchor getter, a cause or a figure) applied to ``select(records)``."""
     return lambda records, *rest: function(select(records), *rest)
@@ -621,26 +635,26 @@ def side_run_anchors(noise: float) -> tuple[Anchor, ...]:
     """The optimum and the 2-nat range of Figure 5.3 read from the side runs at ``noise``."""
     select, tag = noise_records(noise), f" [side run: data noise {noise:g}]"
     rule = Factor(agree=CLASSIFICATION_STEP * 1.05, close=3.0)
+    side = {"cause": side_run_cause(noise), "study": True,
+            "rows": (f"bernoulli (data noise {noise:g})",)}
     return (
         Anchor("delta maximising the marginal likelihood" + tag, "0.13",
-               of_records(select, optimum("prior_precision")), ON_CLASSIFICATION_POINT,
-               cause=side_run_cause(noise), study=True),
+               of_records(select, optimum("prior_precision")), ON_CLASSIFICATION_POINT, **side),
         Anchor(f"smallest delta with log evidence within {NEAR_OPTIMAL_NATS:g} nats of the "
                "maximum (text's range)" + tag, "0.02",
-               of_records(select, near_optimal_end("low")), rule, cause=side_run_cause(noise),
-               study=True),
+               of_records(select, near_optimal_end("low")), rule, **side),
         Anchor(f"largest delta with log evidence within {NEAR_OPTIMAL_NATS:g} nats of the "
-               "maximum" + tag, "2", of_records(select, near_optimal_end("high")), rule,
-               cause=side_run_cause(noise), study=True),
+               "maximum" + tag, "2", of_records(select, near_optimal_end("high")), rule, **side),
     )
 
 
 def _figure_5_3_anchor(label: str, paper: str, statistic, rule) -> Anchor:
-    """An anchor of Figure 5.3 read from the experiment's own records (side runs apart),
-    caused by :func:`figure_5_3_cause` when its label matches :data:`FIGURE_5_3_CAUSED`."""
+    """An anchor of Figure 5.3 read from the experiment's own records (side runs apart; its
+    fits: row ``bernoulli``), caused by :func:`figure_5_3_cause` when its label matches
+    :data:`FIGURE_5_3_CAUSED`."""
     caused = any(fnmatch.fnmatchcase(label, pattern) for pattern in FIGURE_5_3_CAUSED)
     return Anchor(label, paper, of_records(main_records, statistic), rule,
-                  cause=figure_5_3_cause if caused else None)
+                  cause=figure_5_3_cause if caused else None, rows=("bernoulli",))
 
 
 FIGURE_5_3 = ArtifactSpec(
@@ -651,6 +665,7 @@ FIGURE_5_3 = ArtifactSpec(
     ignore_targets=(("*", "*"),),
     table_cells=(("*", "delta=*/log_evidence"), ("*", "delta=*/test_ll"), *GRID_TABLE),
     paper_rows={"bernoulli": "bernoulli", "bernoulli (data noise *)": "bernoulli"},
+    record_view=with_grid_health,
     figure=of_records(main_records, classification_model_selection),
     causes={(pattern, "*"): optimum_cells_cause for pattern in FIGURE_5_3_CAUSED},
     anchors=(

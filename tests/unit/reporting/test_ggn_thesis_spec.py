@@ -300,3 +300,30 @@ def test_model_sd_growth_is_read_on_the_decision_boundary_only():
     record["arrays"]["blr/noise_sd"] = [0.5, 0.5, 0.1, 0.1, 0.1]
     with pytest.raises(LookupError, match="2 map input\\(s\\) near the data and 0 far"):
         boundary_log_growth(record)
+
+
+def test_a_polish_that_ended_at_its_cap_makes_the_claims_on_its_grid_not_comparable():
+    """Seed 0's polish at delta 0.129 used all 10,000 iterations (its rule: a gradient norm of
+    1e-6 or no further decrease, never met): the record's grid health fails, read from its own
+    arrays for a record written before the task recorded health, and the thesis's claims on
+    that grid are not comparable; a side run's grid is judged on its own health."""
+    ours = [moons_record(seed, peaked(8)) for seed in (0, 1)]
+    for record in ours:
+        record["config"]["method"] = {"polish_iterations": 10000}
+        record["cells"] = [{"row": "bernoulli", "column": "argmax_delta", "value": 0.599}]
+    ours[0]["arrays"]["polish_iterations"][5] = 10000.0
+    ours[0]["arrays"]["gradient_norm"][5] = 0.013
+    side = side_run(0, peaked(5), 0.1)
+    side["config"]["method"] = {"polish_iterations": 10000}
+    side["cells"] = [{"row": "bernoulli (data noise 0.1)", "column": "argmax_delta",
+                      "value": 0.129}]
+    viewed = [FIGURE_5_3.record_view(record) for record in [*ours, side]]
+    assert viewed[0]["health"]["bernoulli"]["why"] == (
+        "polish at delta 0.129 ended at its cap of 10000 iterations (|grad L| 0.013)")
+    assert viewed[1]["health"]["bernoulli"]["healthy"] is True
+    lines = anchor_table(FIGURE_5_3, viewed).set_index("label")
+    label = "delta maximising the marginal likelihood"
+    assert lines.loc[label, "verdict"] == "not comparable"
+    assert lines.loc[label, "cause"].startswith("fit failed (bernoulli, seed 0: polish at delta "
+                                                "0.129 ended at its cap")
+    assert lines.loc[f"{label} [side run: data noise 0.1]", "verdict"] == "agrees"
