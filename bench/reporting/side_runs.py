@@ -12,6 +12,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 
+def is_side_run(record: dict[str, Any]) -> bool:
+    """Whether a record is one of an experiment's side runs: its config sets ``row_suffix``
+    (its rows carry it) rather than being one of the experiment's own jobs."""
+    return bool((record.get("config") or {}).get("row_suffix"))
+
+
 def seed_value(records: list[dict[str, Any]], row: str, column: str, seed: int) -> float:
     """The value of cell (``row``, ``column``) in the ok record of ``seed`` that has it
     (LookupError when none does)."""

@@ -26,6 +26,7 @@ from bench.reporting.figures.ggn_toys import (
     regression_predictives,
 )
 from bench.reporting.protocol_claims import Claim, protocol_anchors
+from bench.reporting.side_runs import is_side_run
 from bench.reporting.spec import Anchor, ArtifactSpec
 from bench.reporting.verdicts import Count, Factor, Interval, Sign
 
@@ -497,11 +498,6 @@ FIGURE_5_3_COLLAPSE = (
 SIDE_RUN_NOISES = (0.1, 0.2)
 OUR_NOISE = 0.3
 THESIS_OPTIMUM = 0.13
-
-
-def is_side_run(record: dict[str, Any]) -> bool:
-    """Whether a record is one of an experiment's side runs (its config sets ``row_suffix``)."""
-    return bool((record.get("config") or {}).get("row_suffix"))
 
 
 def data_noise(record: dict[str, Any]) -> float | None:

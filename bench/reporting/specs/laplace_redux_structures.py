@@ -23,7 +23,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from bench.harness.overrides import CONF_DIR
-from bench.reporting.side_runs import seed_value, side_run_cause
+from bench.reporting.side_runs import is_side_run, seed_value, side_run_cause
 from bench.reporting.spec import Anchor, ArtifactSpec, DataNeed
 from bench.reporting.verdicts import Factor, Tolerance
 
@@ -45,12 +45,6 @@ def budget_row(label: str) -> str:
 
 
 ROWS = (*STRUCTURE_ROWS, *(budget_row(label) for label in BUDGETS.values()))
-
-
-def is_side_run(record: dict[str, Any]) -> bool:
-    """Whether the record is a budget side run (its rows carry the experiment's
-    ``row_suffix``) rather than one of Table 2's jobs."""
-    return bool((record.get("config") or {}).get("row_suffix"))
 
 
 def cell(record: dict[str, Any], column: str) -> float | None:
