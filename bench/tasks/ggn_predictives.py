@@ -18,7 +18,11 @@ Cells (row = posterior):
   (the mean of ``|2 p - 1|`` over the test inputs: 0 for uniform predictions) and
   ``model_sd_far_over_near`` (Figure 5.5b: the BLR model sd ``sqrt(Lambda J Sigma J^T Lambda)``
   averaged over figure inputs farther than ``far_distance`` from every training input, over
-  its average within ``near_distance`` of one).
+  its average within ``near_distance`` of one);
+* both: ``elbo``, the ELBO of the row's q on the training set (:mod:`bench.metrics.elbo`: one
+  definition for every q, the reference VI's included), estimated with ``task.elbo_samples``
+  draws (stream ``derived_seed([seed, 3])``); its Monte Carlo standard error, expected log
+  likelihood and KL go to ``record["fitted"]`` (``elbo_standard_error``, ...).
 
 Health (``record["health"][row]``, :mod:`bench.metrics.fit_health`): every cell finite, the
 training NLL of the network at the posterior mean against a constant prediction's, each
@@ -41,12 +45,14 @@ from torch import Tensor
 from bench.contracts.capabilities import FittingTrace, NetworkAndLinearisedSamples
 from bench.datasets.snelson import SnelsonGapData
 from bench.datasets.two_moons import TwoMoonsData
-from bench.harness.errors import require_choice, require_positive
+from bench.harness.errors import ConfigError, require_choice, require_positive
 from bench.harness.method_nodes import method_variants
 from bench.harness.result import TaskResult
+from bench.harness.rng import derived_seed
 from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
 from bench.jobs.toy_runner import ToyJob, ToyRunner
+from bench.metrics.elbo import fitted_posterior_elbo
 from bench.metrics.fit_health import (
     Check,
     assess,
@@ -60,6 +66,8 @@ from bench.models.glm_likelihoods import BernoulliLikelihood
 
 PREDICTIVES = ("nn", "glm")
 JOINT_SAMPLES = 3
+# derived_seed([seed, stream]) stream of the ELBO's draws (the method's streams are 1 and 2).
+ELBO_STREAM = 3
 TRACE_ARRAYS = ("train_nll", "log_det_precision", "mean_change", "gradient_norm",
                 "window_gradient_norm")
 
@@ -188,12 +196,28 @@ def predictive_cells(cfg: DictConfig, method: NetworkAndLinearisedSamples, job: 
         classification_cells(method, job.data, job.x_plot, result, row, near, far)
     else:
         regression_cells(method, job.data, job.x_plot, result, row)
+    add_elbo(cfg, method, job, row)
     trace = method.trace if isinstance(method, FittingTrace) else None
     if trace is not None:
         for name in TRACE_ARRAYS:
             result.arrays[f"trace/{name}"] = getattr(trace, name)
     result.metrics["n_params"] = float(method.model.network.n_params)
     result.health[row] = assess(fit_checks(method, job, row))
+
+
+def add_elbo(cfg: DictConfig, method: NetworkAndLinearisedSamples, job: ToyJob,
+              row: str) -> None:
+    """The cell ``elbo`` of the row's q on the training set, its standard error and terms
+    into ``fitted``."""
+    samples = cfg.task.elbo_samples
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 2:
+        raise ConfigError(f"task.elbo_samples={samples!r} is not valid; it must be an integer "
+                          "of at least 2 (the ELBO's standard error needs 2 draws)")
+    estimate = fitted_posterior_elbo(method.model, float(method.prior_precision),
+                                     job.data.x_train, job.data.y_train, mc_samples=samples,
+                                     seed=derived_seed([job.seed, ELBO_STREAM]))
+    job.result.add(row, "elbo", estimate.elbo)
+    job.result.fitted.update(estimate.as_dict())
 
 
 def fit_checks(method: NetworkAndLinearisedSamples, job: ToyJob, row: str) -> list[Check]:

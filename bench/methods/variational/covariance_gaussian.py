@@ -80,3 +80,8 @@ class CovarianceGaussian:
     def covariance_trace(self) -> float:
         """``tr Sigma = |W|_F^2 + sum d``."""
         return float((self.factor**2).sum() + self.diagonal.sum())
+
+    def function_variance(self, jacobian: Tensor) -> Tensor:
+        """``diag(J Sigma J^T)`` for rows ``J`` ``[m, P]``: ``|J W|^2`` row-wise plus
+        ``J^2 d`` (what a GLM predictive reads from a posterior in precision form too)."""
+        return (jacobian @ self.factor).pow(2).sum(1) + jacobian.pow(2) @ self.diagonal

@@ -25,9 +25,11 @@ CLASSIFICATION_RANGES: dict[str, Range] = {"train_ll": LOG_PROBABILITY,
 GRID_TITLES = {"log_evidence": "log marginal likelihood (Laplace-GGN)",
                "train_ll": "train log likelihood (mean)", "test_ll": "test log likelihood (mean)"}
 POSTERIORS = ("VOGGN", "LGVA", "OGGN", "L-GGN")
-# The thesis's four posteriors, then our sensitivity row: VOGGN with S = 10 Monte Carlo draws.
+# The thesis's four posteriors, then our sensitivity row (VOGGN with S = 10 Monte Carlo draws)
+# and our oracle (pyro's reference Gaussian VI, the best ELBO it finds).
 SENSITIVITY_ROWS = ("VOGGN-S10",)
-FIGURE_POSTERIORS = (*POSTERIORS, *SENSITIVITY_ROWS)
+ORACLE_ROWS = ("reference-VI",)
+FIGURE_POSTERIORS = (*POSTERIORS, *SENSITIVITY_ROWS, *ORACLE_ROWS)
 PROTOCOLS = ("paper", "corrected")
 PREDICTIVE_ROWS = (("nn", "NN pred."), ("glm", "GLM pred."))
 
@@ -312,11 +314,11 @@ def _missing(ax) -> None:
 
 def regression_predictives(records: list[dict[str, Any]], spec=None):
     """Figure 5.4: per protocol the rows NN / GLM predictive, columns VOGGN, LGVA, OGGN,
-    L-GGN and VOGGN with S = 10; mean +- 2 sd of the function (sigma^2 not added, notes 7.4)
-    and three joint samples; x in [0, 6]."""
+    L-GGN, VOGGN with S = 10 and the reference VI; mean +- 2 sd of the function (sigma^2
+    not added, notes 7.4) and three joint samples; x in [0, 6]."""
     by_protocol = _protocol_posterior_records(records)
     n_rows = 2 * len(by_protocol)
-    fig, axes = plt.subplots(n_rows, len(FIGURE_POSTERIORS), figsize=(16, 2.75 * n_rows),
+    fig, axes = plt.subplots(n_rows, len(FIGURE_POSTERIORS), figsize=(19, 2.75 * n_rows),
                              sharex=True, sharey=True, squeeze=False)
     for ax, record, kind in _predictive_panels(by_protocol, axes, "mean"):
         _regression_panel(ax, record["arrays"], kind)
@@ -348,7 +350,7 @@ def classification_predictives(records: list[dict[str, Any]], spec=None):
     limits at the 2nd and 98th percentiles of the log values)."""
     by_protocol = _protocol_posterior_records(records)
     n_rows = 2 * len(by_protocol)
-    fig, axes = plt.subplots(n_rows, len(FIGURE_POSTERIORS) + 1, figsize=(18, 3 * n_rows),
+    fig, axes = plt.subplots(n_rows, len(FIGURE_POSTERIORS) + 1, figsize=(21, 3 * n_rows),
                              squeeze=False)
     image = None
     for ax, record, kind in _predictive_panels(by_protocol, axes, "probability"):

@@ -119,6 +119,15 @@ def test_covariance_gaussian_draws_have_its_mean_and_covariance(form):
     assert bool(((centred.T @ centred / n - covariance).abs() < FIVE_SIGMA * entry_sd).all())
 
 
+@pytest.mark.parametrize("form", ["full_rank", "low_rank", "mean_field"])
+def test_covariance_gaussian_function_variance_is_the_diagonal_of_j_sigma_j(form):
+    """The GLM predictive's ``diag(J Sigma J^T)`` against the dense covariance."""
+    q = q_forms(5)[form]
+    jacobian = torch.randn(7, 5, generator=make_generator(11), dtype=torch.float64)
+    dense = (jacobian @ q.covariance() @ jacobian.T).diagonal()
+    assert torch.allclose(q.function_variance(jacobian), dense, rtol=1e-12, atol=1e-12)
+
+
 def test_elbo_at_the_exact_blr_posterior_is_the_log_evidence():
     x, y = regression_data()
     features = design(x)

@@ -1,16 +1,33 @@
-"""GGN thesis Figure 5.5b's model-sd ratio: a cell when it is a number, a failed cell with its
-reason when the near-data sd underflows (the overflowed 8.2e+292 of an earlier report)."""
+"""GGN thesis Figures 5.4 / 5.5 task cells: Figure 5.5b's model-sd ratio (a cell when it is a
+number, a failed cell with its reason when the near-data sd underflows: the overflowed 8.2e+292
+of an earlier report), and the ELBO of a row's q (at the exact Bayesian linear regression
+posterior: the log evidence)."""
 
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
+from bench.datasets.train_test import TrainTest
+from bench.harness.errors import ConfigError
 from bench.harness.result import TaskResult
+from bench.jobs.toy_runner import ToyJob
+from bench.methods.laplace.ggn_laplace import GaussianPosterior, GGNPredictive
+from bench.models.glm_likelihoods import GaussianLikelihood
 from bench.reporting.figures.ggn_toys import log10_map, robust_levels
-from bench.tasks.ggn_predictives import add_model_sd_ratio, bernoulli_scores
+from bench.tasks.ggn_predictives import add_elbo, add_model_sd_ratio, bernoulli_scores
+from tests.unit.methods.test_ggn_known_answers import (
+    BLR_DELTA,
+    BLR_NOISE,
+    LINEAR,
+    exact_blr_posterior,
+    regression_data,
+)
+from tests.unit.metrics.test_elbo import FIVE_SIGMA, log_evidence
 
 
 def scalar(value: float) -> torch.Tensor:
@@ -67,3 +84,31 @@ def test_bernoulli_nll_is_exact_for_saturated_logits():
     p = torch.sigmoid(moderate).mean(0)
     direct = -(torch.log(p[0]) + torch.log(1 - p[1])) / 2
     assert bernoulli_scores(moderate, y)["test_nll"] == pytest.approx(float(direct))
+
+
+def blr_job() -> tuple[SimpleNamespace, ToyJob]:
+    """A method whose q is the exact BLR posterior over the linear 'network', and its job."""
+    x, y = regression_data()
+    mean, precision = exact_blr_posterior()
+    model = GGNPredictive(LINEAR, GaussianPosterior.from_precision(mean, precision), mean,
+                          GaussianLikelihood(BLR_NOISE))
+    method = SimpleNamespace(model=model, prior_precision=BLR_DELTA)
+    return method, ToyJob(TrainTest("blr", x, y, x, y), seed=0)
+
+
+def test_the_elbo_cell_at_the_exact_blr_posterior_is_the_log_evidence():
+    method, job = blr_job()
+    add_elbo(OmegaConf.create({"task": {"elbo_samples": 4000}}), method, job, "exact")
+    (cell,) = job.result.cells
+    assert (cell.row, cell.column) == ("exact", "elbo")
+    x, y = job.data.x_train, job.data.y_train
+    standard_error = job.result.fitted["elbo_standard_error"]
+    assert abs(cell.value - log_evidence(x, y)) < FIVE_SIGMA * standard_error
+    assert job.result.fitted["elbo_mc_samples"] == 4000
+
+
+@pytest.mark.parametrize("samples", [1, 0, 2.5, True])
+def test_too_few_elbo_draws_are_a_one_line_error_naming_the_key(samples):
+    method, job = blr_job()
+    with pytest.raises(ConfigError, match="task.elbo_samples"):
+        add_elbo(OmegaConf.create({"task": {"elbo_samples": samples}}), method, job, "exact")

@@ -1,0 +1,70 @@
+"""The reference VI as a GGN posterior method (the oracle row of GGN thesis Figures 5.4 / 5.5)
+on Bayesian linear regression, where its full-rank optimum is the exact posterior and the ELBO
+there is the log evidence: the kept q, its GLM predictive and the ELBO that the predictive task
+records for it are checked against those closed forms."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.distributions import MultivariateNormal, kl_divergence
+
+from bench.datasets.training_set import TrainingSet
+from bench.harness.errors import ConfigError
+from bench.metrics.elbo import fitted_posterior_elbo
+from bench.methods.variational.reference_gaussian_vi import ReferenceGaussianVI
+from tests.unit.methods.test_ggn_known_answers import (
+    BLR_DELTA,
+    BLR_NOISE,
+    design,
+    exact_blr_posterior,
+    regression_data,
+)
+from tests.unit.methods.test_reference_vi import GAP_SHARE_OF_SE
+from tests.unit.metrics.test_elbo import FIVE_SIGMA, log_evidence
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Torch on one thread (3-parameter algebra)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def blr_method(**changes) -> ReferenceGaussianVI:
+    """The linear 'network' (no hidden layer) of the known-answer tests, full-rank guide, many
+    vectorised particles (the settings of tests/unit/methods/test_reference_vi.py)."""
+    settings = {"likelihood": "gaussian", "prior_precision": BLR_DELTA,
+                "noise_variance": BLR_NOISE, "hidden": (), "guides": ("full_rank",),
+                "steps": 300, "num_particles": 1024, "lr": 0.1, "final_lr": 0.001,
+                "init_scale": 0.1, "map_steps": 0, "elbo_samples": 4000,
+                "n_predictive_samples": 10}
+    return ReferenceGaussianVI(**{**settings, **changes})
+
+
+def test_the_kept_q_is_the_blr_posterior_and_its_recorded_elbo_the_log_evidence():
+    x, y = regression_data()
+    method = blr_method()
+    diagnostics = method.fit(TrainingSet(x, y), seed=0)
+    (only,) = diagnostics["reference_fits"]
+    assert (diagnostics["best_start"], diagnostics["best_guide"]) == ("init", "full_rank")
+    q = method.model.posterior
+    mean, precision = exact_blr_posterior()
+    kl = float(kl_divergence(MultivariateNormal(q.mean, q.covariance()),
+                             MultivariateNormal(mean, precision_matrix=precision)))
+    assert 0 <= kl < GAP_SHARE_OF_SE * only["elbo_standard_error"]
+    recorded = fitted_posterior_elbo(method.model, BLR_DELTA, x, y, mc_samples=4000, seed=3)
+    assert abs(recorded.elbo - log_evidence(x, y)) < FIVE_SIGMA * recorded.standard_error
+    features = design(x[:5])
+    exact = (features @ torch.linalg.solve(precision, features.T)).diagonal()
+    _, variance = method.model.glm_function_moments(x[:5])
+    assert torch.allclose(variance, exact, rtol=1e-2)
+
+
+def test_bad_settings_name_their_key():
+    with pytest.raises(ConfigError, match="reference_vi.guides"):
+        blr_method(guides=("banded",))
+    with pytest.raises(ConfigError, match="reference_vi.steps"):
+        blr_method(steps=0)
