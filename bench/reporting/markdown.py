@@ -205,6 +205,16 @@ def cells_section(spec: ArtifactSpec, part: pd.DataFrame, protocol: str) -> list
             markdown_table(display_frame(spec, part)), ""]
 
 
+def rows_without_records(spec: ArtifactSpec, records: list[dict[str, Any]]) -> list[str]:
+    """The spec's named rows (``row_order``, patterns left out) that no record has a cell of,
+    when some record has cells at all."""
+    produced = {cell["row"] for record in records for cell in record.get("cells") or []}
+    if not produced:
+        return []
+    return [row for row in spec.row_order
+            if not any(ch in row for ch in "*?[") and row not in produced]
+
+
 def report_notes(spec: ArtifactSpec, table: pd.DataFrame,
                  records: list[dict[str, Any]]) -> list[str]:
     """The spec's notes followed by how to read the tables and what they leave out."""
@@ -229,6 +239,10 @@ def report_notes(spec: ArtifactSpec, table: pd.DataFrame,
     hidden = hidden_extra_cells(spec, table, records)
     if hidden:
         notes.append(f"{hidden} reproduced cell(s) without a paper value are not shown.")
+    absent = rows_without_records(spec, records)
+    if absent:
+        notes.append(f"Rows without records: {', '.join(absent)} (their jobs have not run at "
+                     "this scale, or the records predate them).")
     superseded = int(table["n_superseded"].sum()) if len(table) else 0
     if superseded:
         notes.append(f"{superseded} older value(s) of rerun seeds were replaced by newer records.")

@@ -11,8 +11,8 @@ from torch.distributions import MultivariateNormal, kl_divergence
 
 from bench.datasets.training_set import TrainingSet
 from bench.harness.errors import ConfigError
-from bench.metrics.elbo import fitted_posterior_elbo
 from bench.methods.variational.reference_gaussian_vi import ReferenceGaussianVI
+from bench.metrics.elbo import fitted_posterior_elbo
 from tests.unit.methods.test_ggn_known_answers import (
     BLR_DELTA,
     BLR_NOISE,
