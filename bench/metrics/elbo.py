@@ -96,10 +96,14 @@ def log_likelihoods(network: MLPShape, thetas: Tensor, x: Tensor, y: Tensor,
                           for batch in thetas.split(FORWARD_BATCH)])
 
 
-def gaussian_elbo(network: MLPShape, x: Tensor, y: Tensor, likelihood: Likelihood,
-                  prior_precision: float, q: GaussianQ, *, mc_samples: int,
-                  generator: torch.Generator) -> ElboEstimate:
-    """The ELBO of ``q`` (module docstring) with ``mc_samples`` draws from ``generator``.
+def elbo_draws(network: MLPShape, x: Tensor, y: Tensor, likelihood: Likelihood,
+               prior_precision: float, q: GaussianQ, *, mc_samples: int,
+               generator: torch.Generator) -> tuple[Tensor, float]:
+    """The per-draw log likelihoods ``l(theta_s)`` ``[S]`` of ``mc_samples`` draws of ``q``
+    from ``generator`` and ``KL(q || prior)``: what :func:`gaussian_elbo` averages. Two q's
+    scored with generators of the same seed share their standard normal draws (common random
+    numbers), so their per-draw differences give a paired standard error of their ELBO
+    difference (:class:`bench.training.elbo_plateau.ElboPlateauMonitor`).
 
     One-line ConfigErrors: fewer than 2 draws (no standard error), a q of another dimension
     than the network's, inputs and targets of different lengths, a non-positive ``delta``.
@@ -115,6 +119,16 @@ def gaussian_elbo(network: MLPShape, x: Tensor, y: Tensor, likelihood: Likelihoo
     kl = kl_to_isotropic_prior(q, prior_precision)
     draws = log_likelihoods(network, q.sample(mc_samples, generator), x.to(q.mean.dtype),
                             y.to(q.mean.dtype), likelihood)
+    return draws, kl
+
+
+def gaussian_elbo(network: MLPShape, x: Tensor, y: Tensor, likelihood: Likelihood,
+                  prior_precision: float, q: GaussianQ, *, mc_samples: int,
+                  generator: torch.Generator) -> ElboEstimate:
+    """The ELBO of ``q`` (module docstring) with ``mc_samples`` draws from ``generator``
+    (the errors of :func:`elbo_draws`)."""
+    draws, kl = elbo_draws(network, x, y, likelihood, prior_precision, q,
+                           mc_samples=mc_samples, generator=generator)
     expected = float(draws.mean())
     standard_error = float(draws.std(correction=1)) / math.sqrt(mc_samples)
     return ElboEstimate(expected - kl, standard_error, expected, kl, mc_samples)

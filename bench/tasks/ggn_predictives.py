@@ -52,6 +52,7 @@ from bench.harness.rng import derived_seed
 from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
 from bench.jobs.toy_runner import ToyJob, ToyRunner
+from bench.methods.variational.ggn_natural_gradient import CONVERGED_REASONS
 from bench.metrics.elbo import fitted_posterior_elbo
 from bench.metrics.fit_health import (
     Check,
@@ -69,7 +70,8 @@ JOINT_SAMPLES = 3
 # derived_seed([seed, stream]) stream of the ELBO's draws (the method's streams are 1 and 2).
 ELBO_STREAM = 3
 TRACE_ARRAYS = ("train_nll", "log_det_precision", "mean_change", "gradient_norm",
-                "window_gradient_norm")
+                "window_gradient_norm", "elbo_iteration", "elbo", "elbo_improvement",
+                "elbo_improvement_standard_error")
 
 
 def mixture_nll(draws: Tensor, y: Tensor, noise_variance: float) -> float:
@@ -242,7 +244,7 @@ def fit_checks(method: NetworkAndLinearisedSamples, job: ToyJob, row: str) -> li
                    for value in (c.value,)]
     fitted = result.fitted
     if fitted.get("stopping_rule"):
-        checks.append(stopping_check(fitted["stop_reason"] == "stationary",
+        checks.append(stopping_check(fitted["stop_reason"] in CONVERGED_REASONS,
                                      f"ended by {fitted['stop_reason']} after "
                                      f"{fitted['iterations']} iterations"))
     if fitted.get("polish_cap"):

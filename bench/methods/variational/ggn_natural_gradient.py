@@ -46,13 +46,20 @@ from bench.harness.timing import Stopwatch
 from bench.methods.laplace.ggn_laplace import GaussianPosterior, GGNPredictive
 from bench.methods.laplace.ggn_methods import FIT_STREAM, GGNPosteriorMethod
 from bench.methods.variational.ggn_pseudo_data import PSEUDO_DATA_RULES, pseudo_data_rule
+from bench.metrics.elbo import elbo_draws
 from bench.models.glm_likelihoods import Likelihood
 from bench.models.mlp import MLPShape
+from bench.training.elbo_plateau import ElboPlateauMonitor, ElboPlateauRule
 from bench.training.stopping import StationarityMonitor, StationarityRule, forgetting_iterations
 
 ALGORITHMS = tuple(PSEUDO_DATA_RULES)
 # Weight (1 - gamma)^t on the starting precision below which a run may stop.
 FORGETTING_TOLERANCE = 1e-3
+# derived_seed([seed, stream]) stream of the ELBO rule's draws (1 and 2: ggn_methods; 3: the
+# predictive task's final ELBO).
+ELBO_RULE_STREAM = 4
+# The stop reasons of a fit that reached a stopping rule (not its iteration cap).
+CONVERGED_REASONS = ("stationary", "elbo_plateau")
 
 
 def require_step_size(key: str, value: float) -> float:
@@ -142,7 +149,9 @@ class NaturalGradientTrace:
     """Per iteration: relative mean change ``|mu_{t+1} - mu_t| / |mu_t|``,
     ``log det Lambda_{t+1}``, the training negative log likelihood at the mean, the norm of the
     gradient of the objective at the mean ``|g - delta mu_t|`` and the stopping rule's window
-    measures (:class:`bench.training.stopping.StationarityMonitor`); why the run stopped."""
+    measures (:class:`bench.training.stopping.StationarityMonitor`); per ELBO estimate of the
+    ELBO rule (:class:`bench.training.elbo_plateau.ElboPlateauMonitor`) its iteration, value,
+    standard error and paired improvement over the best; why the run stopped."""
 
     mean_change: list[float] = field(default_factory=list)
     log_det_precision: list[float] = field(default_factory=list)
@@ -152,6 +161,19 @@ class NaturalGradientTrace:
     window_step: list[float] = field(default_factory=list)
     stop_reason: str = "max_iterations"
     window_gradient_standard_error: float | None = None
+    elbo_iteration: list[int] = field(default_factory=list)
+    elbo: list[float] = field(default_factory=list)
+    elbo_standard_error: list[float] = field(default_factory=list)
+    elbo_improvement: list[float] = field(default_factory=list)
+    elbo_improvement_standard_error: list[float] = field(default_factory=list)
+
+    def take_elbo_trace(self, monitor: ElboPlateauMonitor) -> None:
+        """The ELBO rule's estimates (:class:`ElboPlateauMonitor`) into the trace."""
+        self.elbo_iteration = monitor.iterations
+        self.elbo = monitor.elbo
+        self.elbo_standard_error = monitor.standard_error
+        self.elbo_improvement = monitor.improvement
+        self.elbo_improvement_standard_error = monitor.improvement_standard_error
 
 
 def run_natural_gradient_vi(algorithm: str, network: MLPShape, x: Tensor, y: Tensor,
@@ -160,12 +182,16 @@ def run_natural_gradient_vi(algorithm: str, network: MLPShape, x: Tensor, y: Ten
                             initial_variance: float, mc_samples: int,
                             generator: torch.Generator,
                             stopping: StationarityRule | None = None,
+                            elbo_rule: ElboPlateauRule | None = None, elbo_seed: int = 0,
                             ) -> tuple[NaturalGradientState, NaturalGradientTrace]:
-    """At most ``iterations`` updates from ``N(initial_mean, initial_variance I)``, fewer when
-    ``stopping`` finds the mean stationary (window averages for VOGGN and LGVA, every iterate
-    of the window for OGGN) after the precision has forgotten its start; Monte Carlo draws
-    from ``generator``. Returns the final state and the monitored trace."""
+    """At most ``iterations`` updates from ``N(initial_mean, initial_variance I)``, fewer when,
+    after the precision has forgotten its start, ``stopping`` finds the mean stationary
+    (window averages for VOGGN and LGVA, every iterate of the window for OGGN; stop reason
+    ``stationary``) or ``elbo_rule`` finds the ELBO on its plateau (its estimates drawn from
+    ``make_generator(elbo_seed)`` each time; ``elbo_plateau``); Monte Carlo draws of the
+    updates from ``generator``. Returns the final state and the monitored trace."""
     stopping = stopping or StationarityRule()
+    elbo_monitor = ElboPlateauMonitor(elbo_rule or ElboPlateauRule())
     rule = pseudo_data_rule(algorithm)
     step_size = require_step_size("method.step_size", step_size)
     require_positive("method.iterations", iterations)
@@ -190,9 +216,19 @@ def run_natural_gradient_vi(algorithm: str, network: MLPShape, x: Tensor, y: Ten
             trace.train_nll.append(float(-likelihood.log_prob(f_mean, y).sum()))
             trace.gradient_norm.append(monitor.gradient_norms[-1])
             state = new
-            if t + 1 >= forgotten_after and monitor.stationary():
+            if t + 1 < forgotten_after:
+                continue
+            if monitor.stationary():
                 trace.stop_reason = "stationary"
                 break
+            if elbo_monitor.due(t):
+                elbo_monitor.update(t, *elbo_draws(
+                    network, x, y, likelihood, prior_precision, state.posterior,
+                    mc_samples=elbo_monitor.rule.samples, generator=make_generator(elbo_seed)))
+                if elbo_monitor.plateaued():
+                    trace.stop_reason = "elbo_plateau"
+                    break
+    trace.take_elbo_trace(elbo_monitor)
     trace.window_gradient_standard_error = monitor.gradient_standard_error()
     trace.window_gradient_norm = monitor.window_gradient_trace
     trace.window_step = monitor.window_step_trace
@@ -205,8 +241,10 @@ class NaturalGradientGGN(GGNPosteriorMethod):
     the shared initialisation, ``iterations`` full-batch updates of step size ``step_size``
     with ``mc_samples`` draws each (thesis: ``gamma = 0.999``, ``S = 1``, ``Sigma_0 = 0.1 I``),
     fewer when ``stop_window > 0`` and the :class:`StationarityRule` (``stop_window``,
-    ``stop_gradient_tolerance``, ``stop_step_tolerance``) finds the mean stationary. The GLM
-    predictive linearises at the final mean."""
+    ``stop_gradient_tolerance``, ``stop_step_tolerance``) finds the mean stationary, or when
+    ``stop_elbo_every > 0`` and the :class:`ElboPlateauRule` (``stop_elbo_every``,
+    ``stop_elbo_samples``, ``stop_elbo_patience``, ``stop_elbo_ses``) finds the ELBO on its
+    plateau. The GLM predictive linearises at the final mean."""
 
     name: str = "VOGGN"
     algorithm: str = "voggn"
@@ -217,8 +255,14 @@ class NaturalGradientGGN(GGNPosteriorMethod):
     stop_window: int = 0
     stop_gradient_tolerance: float = 0.0
     stop_step_tolerance: float = 0.0
+    stop_elbo_every: int = 0
+    stop_elbo_samples: int = 200
+    stop_elbo_patience: int = 5
+    stop_elbo_ses: float = 2.0
     trace: NaturalGradientTrace | None = field(default=None, init=False, repr=False)
     stopping: StationarityRule = field(default_factory=StationarityRule, init=False,
+                                       repr=False)
+    elbo_rule: ElboPlateauRule = field(default_factory=ElboPlateauRule, init=False,
                                        repr=False)
 
     def __post_init__(self) -> None:
@@ -229,14 +273,17 @@ class NaturalGradientGGN(GGNPosteriorMethod):
             require_positive(f"method.{key}", getattr(self, key))
         self.stopping = StationarityRule(self.stop_window, self.stop_gradient_tolerance,
                                          self.stop_step_tolerance)
+        self.elbo_rule = ElboPlateauRule(self.stop_elbo_every, self.stop_elbo_samples,
+                                         self.stop_elbo_patience, self.stop_elbo_ses)
         if self.stop_window > self.iterations:
             raise ConfigError(f"method.stop_window={self.stop_window} is not valid; it must "
                               f"be at most method.iterations={self.iterations}")
 
     def fit(self, data: TrainingSet, seed: int, base: Any = None) -> dict[str, Any]:
         """Run the iterations; diagnostics: why the run stopped (``stop_reason``:
-        ``stationary`` or ``max_iterations``), the iterations and seconds per iteration, the
-        final norm of the gradient of the objective at the mean (``final_gradient_norm``:
+        ``stationary``, ``elbo_plateau`` or ``max_iterations``), the iterations and seconds per
+        iteration, the final norm of the gradient of the objective at the mean
+        (``final_gradient_norm``:
         the last iterate's; ``window_gradient_norm`` and ``window_step``: the stopping
         rule's window measures, None without a rule; ``window_gradient_standard_error``: the
         Monte Carlo standard error of the window's mean gradient, sampling algorithms), the
@@ -250,7 +297,8 @@ class NaturalGradientGGN(GGNPosteriorMethod):
             self.initial_mean(network, seed), step_size=self.step_size,
             iterations=int(self.iterations), initial_variance=float(self.initial_variance),
             mc_samples=int(self.mc_samples),
-            generator=make_generator(derived_seed([seed, FIT_STREAM])), stopping=self.stopping)
+            generator=make_generator(derived_seed([seed, FIT_STREAM])), stopping=self.stopping,
+            elbo_rule=self.elbo_rule, elbo_seed=derived_seed([seed, ELBO_RULE_STREAM]))
         seconds = watch.elapsed()
         self.trace = trace
         self._finish(GGNPredictive(network, state.posterior, state.mean,
@@ -259,8 +307,8 @@ class NaturalGradientGGN(GGNPosteriorMethod):
         return {"iterations": len(trace.train_nll),
                 "seconds_per_iteration": seconds / len(trace.train_nll),
                 "stop_reason": trace.stop_reason,
-                "converged": trace.stop_reason == "stationary",
-                "stopping_rule": self.stopping.active,
+                "converged": trace.stop_reason in CONVERGED_REASONS,
+                "stopping_rule": self.stopping.active or self.elbo_rule.active,
                 "final_gradient_norm": trace.gradient_norm[-1],
                 "window_gradient_norm": finite_or_none(trace.window_gradient_norm[-1]),
                 "window_step": finite_or_none(trace.window_step[-1]),

@@ -13,6 +13,7 @@ import fnmatch
 import math
 from typing import Any
 
+from bench.methods.variational.ggn_natural_gradient import CONVERGED_REASONS
 from bench.metrics.fit_health import assess, grid_checks
 from bench.reporting.claims import ClaimRule, Means, fraction, over_seeds
 from bench.reporting.figures.ggn_toys import (
@@ -799,9 +800,9 @@ def elbo_gaps(records: Records) -> str | None:
         text = (f"{record['variant']} (seed {record['seed']}) {gap:.4g} nats below it "
                 f"({gap / noise:.3g} standard errors)")
         reason = record.get("fitted", {}).get("stop_reason")
-        if reason == "stationary":
-            text += ("; its update stopped by its rule, so the gap lies between the update's "
-                     "fixed point and the exact ELBO's optimum")
+        if reason in CONVERGED_REASONS:
+            text += (f"; its update stopped by its rule ({reason}), so the gap lies between "
+                     "the update's fixed point and the exact ELBO's optimum")
         elif reason is not None:
             text += f"; its fit ended by {reason}: not converged"
         parts.append(text)
@@ -865,7 +866,10 @@ PREDICTIVE_NOTES = (
     "iterate of the last 20 has a gradient norm of the MAP objective at the mean <= 1e-3 and "
     "a relative step <= 1e-4; VOGGN / LGVA when the gradient of their objective averaged over "
     "the last 200 iterations has norm <= 0.1 and the mean's net drift is <= 1e-4 per "
-    "iteration; both only after (1 - 0.1)^t <= 1e-3 (Sigma_0 forgotten). The L-GGN MAP is "
+    "iteration; VOGGN (and VOGGN-S10) also when its ELBO stops rising (elbo_plateau, "
+    "bench/training/elbo_plateau.py: an estimate of 200 draws every 50 iterations, always "
+    "the same draws, and 5 estimates in a row that do not beat the best by 2 paired "
+    "standard errors); all only after (1 - 0.1)^t <= 1e-3 (Sigma_0 forgotten). The L-GGN MAP is "
     "polished by full-batch L-BFGS (at most 3000 iterations, to a gradient norm of 1e-6 or "
     "until the objective stops decreasing). Anchors are judged per protocol; a cause quotes "
     "how every fit ended (iterations and why it stopped, gradient norm of its objective at "

@@ -358,7 +358,7 @@ def test_causes_give_each_qs_elbo_gap_to_the_reference_vi_and_why_it_is_below():
     assert ("VOGGN (seed 0) 964 nats below it (85.9 standard errors); its fit ended by "
             "max_iterations: not converged") in cause
     assert ("OGGN (seed 0) 191 nats below it (51.3 standard errors); its update stopped by "
-            "its rule, so the gap lies between the update's fixed point and the exact "
+            "its rule (stationary), so the gap lies between the update's fixed point and the exact "
             "ELBO's optimum") in cause
     assert "L-GGN (seed 0) 4890 nats below it (77.6 standard errors)" in cause
     assert "LGVA (seed 0) is within 3 standard errors of it or above (-6 nats)" in cause
