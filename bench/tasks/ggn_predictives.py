@@ -37,6 +37,7 @@ and noise sd maps (classification), and the fitting trace.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
 from omegaconf import DictConfig
@@ -181,9 +182,11 @@ def job_posterior(cfg: DictConfig) -> dict:
 
 
 def fit_posterior(cfg: DictConfig, method: NetworkAndLinearisedSamples, job: ToyJob) -> None:
-    """Fit the posterior with the job seed; its diagnostics and ``fit_s`` into the record."""
+    """Fit the posterior with the job seed (a fit the method stores goes under the job's
+    ``results_dir``); its diagnostics and ``fit_s`` into the record."""
     watch = Stopwatch()
-    job.result.fitted.update(method.fit(job.data.training_set(), job.seed))
+    data = replace(job.data.training_set(), results_dir=str(cfg.results_dir))
+    job.result.fitted.update(method.fit(data, job.seed))
     job.result.timings["fit_s"] = watch.elapsed()
 
 

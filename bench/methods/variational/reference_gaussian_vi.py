@@ -7,21 +7,40 @@ cells (NN and GLM predictive, ELBO, fit health) beside theirs.
 initialisation and the MAP that pyro finds from it) and keeps the fit with the highest ELBO
 estimate. Its q is in covariance form; the GLM predictive linearises the network at q's mean,
 as for the variational posteriors.
+
+The fit does not depend on the experiment's protocol, so it is stored once per recipe and seed
+(:func:`bench.harness.state_store.stored_state`, kind ``reference_vi``: the settings, the
+network, the model and the training data's identity and SHA-256) and loaded by every other
+job that asks for the same one; the record says which (``state_reused``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import hashlib
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from torch import Tensor
+
 from bench.datasets.training_set import TrainingSet
+from bench.harness.state_store import Checkpoints, stored_state
 from bench.methods.laplace.ggn_laplace import GGNPredictive
 from bench.methods.laplace.ggn_methods import GGNPosteriorMethod
+from bench.methods.variational.covariance_gaussian import CovarianceGaussian
 from bench.methods.variational.reference_vi import (
     ReferenceVIResult,
     ReferenceVISettings,
     reference_vi_for,
 )
+
+
+def data_sha256(x: Tensor, y: Tensor) -> str:
+    """SHA-256 of the training inputs' and targets' float64 bytes (the data's content, which
+    the data set's name does not fix: the two-moons noise side runs share it)."""
+    digest = hashlib.sha256()
+    for tensor in (x, y):
+        digest.update(tensor.detach().to("cpu").double().contiguous().numpy().tobytes())
+    return digest.hexdigest()
 
 
 def fits_summary(result: ReferenceVIResult) -> list[dict[str, Any]]:
@@ -60,15 +79,36 @@ class ReferenceGaussianVI(GGNPosteriorMethod):
             rank=None if self.rank is None else int(self.rank), map_steps=int(self.map_steps),
             map_lr=float(self.map_lr), elbo_samples=int(self.elbo_samples))
 
-    def fit(self, data: TrainingSet, seed: int, base: Any = None) -> dict[str, Any]:
-        """Fit every guide from every start, keep the best; diagnostics: the best fit's start
-        and guide, every fit's row (:func:`fits_summary`) and the SVI steps per fit."""
+    def recipe(self, data: TrainingSet) -> dict[str, Any]:
+        """What decides the stored fit besides the seed."""
         x, y = data.train_inputs, data.train_labels
-        result = reference_vi_for(self, x, y, seed, settings=self.settings)
-        best = result.best
         network = self.network(int(x.shape[1]))
-        model = GGNPredictive(network, best.q, best.q.mean, self.likelihood_model())
-        self._finish(model, seed)
-        return {"best_start": best.start, "best_guide": best.guide,
-                "reference_fits": fits_summary(result), "svi_steps": int(self.steps),
+        return {"settings": asdict(self.settings), "widths": list(network.widths),
+                "activation": network.activation, "likelihood": self.likelihood,
+                "noise_variance": float(self.noise_variance),
+                "prior_precision": float(self.prior_precision),
+                "data": {**data.identity(), "sha256": data_sha256(x, y)}}
+
+    def fit(self, data: TrainingSet, seed: int, base: Any = None) -> dict[str, Any]:
+        """Fit every guide from every start and keep the best (or load the stored fit);
+        diagnostics: the best fit's start and guide, every fit's row (:func:`fits_summary`),
+        the SVI steps per fit and whether the fit was loaded."""
+        x, y = data.train_inputs, data.train_labels
+
+        def train(checkpoints: Checkpoints) -> tuple[dict[str, Any], list[dict]]:
+            result = reference_vi_for(self, x, y, seed, settings=self.settings)
+            best = result.best
+            return {"mean": best.q.mean, "factor": best.q.factor,
+                    "diagonal": best.q.diagonal, "best_start": best.start,
+                    "best_guide": best.guide, "fits": fits_summary(result)}, []
+
+        stored = stored_state("reference_vi", data.name, self.recipe(data), seed, train,
+                              data.results_dir)
+        state = stored.state
+        q = CovarianceGaussian(state["mean"], state["factor"], state["diagonal"])
+        network = self.network(int(x.shape[1]))
+        self._finish(GGNPredictive(network, q, q.mean, self.likelihood_model()), seed)
+        return {"best_start": state["best_start"], "best_guide": state["best_guide"],
+                "reference_fits": state["fits"], "svi_steps": int(self.steps),
+                "state_reused": stored.reused, "recipe_hash": stored.recipe_hash,
                 "n_params": network.n_params}

@@ -893,7 +893,8 @@ PREDICTIVE_NOTES = (
     "with the highest ELBO kept (conf/method/ggn_posteriors.yaml). The cell elbo of every "
     "row is one definition (bench/metrics/elbo.py: 1000 draws, closed-form KL) on the "
     "training set; the causes give its Monte Carlo standard error and each q's gap to the "
-    "reference's best. The reference fit is the same under both protocols.",
+    "reference's best. The reference fit does not depend on the protocol: it is stored once "
+    "per seed and loaded by the other protocol's job (state_reused in its record).",
     "VOGGN-S10 (our sensitivity row, not in the thesis): VOGGN with S = 10 draws per "
     "iteration, same step and rule as VOGGN under each protocol.",
     "Iterations: 1000 at paper scale (notes [R]) under the paper protocol, at most 20,000 "

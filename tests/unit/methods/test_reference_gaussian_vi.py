@@ -44,10 +44,10 @@ def blr_method(**changes) -> ReferenceGaussianVI:
     return ReferenceGaussianVI(**{**settings, **changes})
 
 
-def test_the_kept_q_is_the_blr_posterior_and_its_recorded_elbo_the_log_evidence():
+def test_the_kept_q_is_the_blr_posterior_and_its_recorded_elbo_the_log_evidence(tmp_path):
     x, y = regression_data()
     method = blr_method()
-    diagnostics = method.fit(TrainingSet(x, y), seed=0)
+    diagnostics = method.fit(TrainingSet(x, y, results_dir=str(tmp_path)), seed=0)
     (only,) = diagnostics["reference_fits"]
     assert (diagnostics["best_start"], diagnostics["best_guide"]) == ("init", "full_rank")
     q = method.model.posterior
@@ -68,3 +68,21 @@ def test_bad_settings_name_their_key():
         blr_method(guides=("banded",))
     with pytest.raises(ConfigError, match="reference_vi.steps"):
         blr_method(steps=0)
+
+
+def test_the_fit_is_stored_once_and_loaded_by_the_next_job_of_the_same_data(tmp_path):
+    """The second protocol's job loads the first one's fit (the same q); data of other content
+    under the same name is another recipe and is fitted anew."""
+    x, y = regression_data()
+    quick = {"steps": 5, "num_particles": 4, "elbo_samples": 10}
+    first = blr_method(**quick)
+    made = first.fit(TrainingSet(x, y, results_dir=str(tmp_path)), seed=1)
+    again = blr_method(**quick)
+    loaded = again.fit(TrainingSet(x, y, results_dir=str(tmp_path)), seed=1)
+    assert (made["state_reused"], loaded["state_reused"]) == (False, True)
+    assert loaded["recipe_hash"] == made["recipe_hash"]
+    assert torch.equal(again.model.posterior.mean, first.model.posterior.mean)
+    assert torch.equal(again.model.posterior.factor, first.model.posterior.factor)
+    assert loaded["reference_fits"] == made["reference_fits"]
+    other = blr_method(**quick).fit(TrainingSet(x, y + 0.1, results_dir=str(tmp_path)), seed=1)
+    assert (other["state_reused"], other["recipe_hash"] != made["recipe_hash"]) == (False, True)
