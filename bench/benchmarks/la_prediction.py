@@ -53,7 +53,7 @@ from torch import Tensor
 
 from bench.benchmarks.command_line import chosen_sizes, sized_parser
 from bench.benchmarks.network_ssla import machine, publish
-from bench.harness.method_nodes import instantiate_method, method_variants
+from bench.harness.fitted_variants import built_variants
 from bench.harness.overrides import CONF_DIR
 from bench.harness.rng import make_generator
 from bench.harness.timing import Stopwatch
@@ -93,7 +93,8 @@ def table_3_laplace(device: str) -> Any:
     on ``device``."""
     node = OmegaConf.load(METHOD_NODE)
     node.device = device
-    return instantiate_method(node, **method_variants(node)[ROW])
+    ((_, method),) = built_variants(node, ROW)
+    return method
 
 
 def last_layer_jacobians(la: Any, phi: Tensor, f: Tensor) -> Tensor:

@@ -24,8 +24,9 @@ from omegaconf import DictConfig
 from bench.datasets.data_files import files_read, forget_reads
 from bench.harness.errors import ConfigError, require_choice
 from bench.harness.finished_jobs import job_identity
+from bench.harness.fitted_variants import job_variants
 from bench.harness.logs import job_log, logger, publish_job_log, quiet_libraries
-from bench.harness.method_nodes import instantiate_method, method_variants
+from bench.harness.method_nodes import instantiate_method
 from bench.harness.overrides import CONF_DIR
 from bench.harness.process_clock import claim_first_job, seconds_since_process_start
 from bench.harness.provenance import git_state, machine_load, package_versions
@@ -230,7 +231,7 @@ def check_method_node(cfg: DictConfig) -> None:
     node = cfg.get("method")
     if node is None or "_target_" not in node:
         return
-    for arguments in ({}, *method_variants(node).values()):
+    for arguments in ({}, *job_variants(node).values()):
         try:
             instantiate_method(node, **arguments)
         except Exception as err:  # noqa: BLE001 - only a ConfigError in the chain is the user's

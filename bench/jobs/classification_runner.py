@@ -34,7 +34,8 @@ from torch import Tensor
 
 from bench.datasets.image_classification import ImageClassificationData, ImageSplits
 from bench.datasets.training_set import TrainingSet
-from bench.harness.method_nodes import instantiate_method, merged_method_node, method_variants
+from bench.harness.fitted_variants import fitted_variants
+from bench.harness.method_nodes import merged_method_node
 from bench.harness.result import TaskResult
 from bench.harness.timing import Stopwatch
 from bench.methods.baselines.map_classifier import MapClassifier
@@ -137,12 +138,10 @@ def predict_variants(cfg: DictConfig, job: ClassificationJob, sets: Mapping[str,
     totals = ("fit_s", "predict_s") + (("map_predict_s",) if job.network is not None else ())
     for total in totals:
         result.timings.setdefault(total, 0.0)
-    for row, arguments in method_variants(node).items():
-        method = instantiate_method(node, **arguments)
-        base = job.network if method.fits_on_base else None
-        watch = Stopwatch()
-        diagnostics = method.fit(job.training, job.seed, base=base)
-        fit_s = watch.elapsed()
+    for variant in fitted_variants(node, job.training, job.seed, posterior=cfg.get("posterior"),
+                                   base=job.network):
+        row, method, diagnostics, fit_s = (variant.row, variant.method, variant.diagnostics,
+                                           variant.fit_s)
         reference = None
         if job.network is not None:
             reference = MapClassifier(prediction=getattr(
@@ -164,8 +163,8 @@ def predict_variants(cfg: DictConfig, job: ClassificationJob, sets: Mapping[str,
         if reference is not None:
             result.timings[f"{row}/map_predict_s"] = map_seconds
             result.timings["map_predict_s"] += map_seconds
-        fitted[row] = diagnostics or {}
-        rows.append(VariantPredictions(row, predictives, diagnostics or {}, seconds))
+        fitted[row] = diagnostics
+        rows.append(VariantPredictions(row, predictives, diagnostics, seconds))
     if job.network is not None:
         map_test = MapClassifier(device=str(cfg.device))
         map_test.fit(job.training, job.seed, base=job.network)

@@ -23,11 +23,11 @@ from bench.contracts.capabilities import PredictionDiagnostics
 from bench.contracts.method import RegressionNetworkMethod
 from bench.datasets.regression_splits import RegressionSplits
 from bench.harness.errors import ConfigError
+from bench.harness.fitted_variants import job_variants
 from bench.harness.method_nodes import (
     instantiate_method,
     method_arguments,
     method_class,
-    method_variants,
 )
 from bench.harness.overrides import group_options
 from bench.harness.result import TaskResult
@@ -107,7 +107,7 @@ RegressionRows = Callable[[DictConfig], Iterator[tuple[str, RegressionNetworkMet
 
 def method_node_rows(cfg: DictConfig) -> Iterator[tuple[str, RegressionNetworkMethod]]:
     """Every variant of ``cfg.method`` (its row name, the built method)."""
-    for row, arguments in method_variants(cfg.method).items():
+    for row, arguments in job_variants(cfg.method, cfg.get("posterior")).items():
         yield row, build_method(cfg, arguments)
 
 

@@ -30,11 +30,10 @@ from omegaconf import DictConfig
 from bench.contracts.capabilities import SubnetworkPredictives
 from bench.datasets.synthetic_networks import SyntheticDataset
 from bench.harness.errors import ConfigError
-from bench.harness.method_nodes import instantiate_method, method_variants
+from bench.harness.fitted_variants import fitted_variants
 from bench.harness.progress import progress
 from bench.harness.result import TaskResult
 from bench.harness.rng import derived_seed, make_generator
-from bench.harness.task_inputs import capability
 from bench.harness.timing import Stopwatch
 from bench.training.working_network import (
     Schedule,
@@ -95,14 +94,18 @@ def fit_replication(cfg: DictConfig, generator: torch.Generator) -> FittedReplic
                                   schedule, generator)
     k_grid = check_k_grid(list(cfg.k_grid), network.n_params)
     sized, k_free, timings = {}, {}, {}
-    for row, arguments in method_variants(cfg.method).items():
-        method = capability(instantiate_method(cfg.method, **arguments), SubnetworkPredictives)
+
+    def largest_subset(method):
         if method.takes_subset_size:
-            method = dataclasses.replace(method, n_params_subnet=k_grid[-1])
-        watch = Stopwatch()
-        method.fit(dataset, int(cfg.seed), base=model)
-        timings[f"{row}_fit_s"] = watch.elapsed()
-        (sized if method.takes_subset_size else k_free)[row] = method
+            return dataclasses.replace(method, n_params_subnet=k_grid[-1])
+        return method
+
+    for variant in fitted_variants(cfg.method, dataset, int(cfg.seed),
+                                   posterior=cfg.get("posterior"),
+                                   protocol=SubnetworkPredictives, base=model,
+                                   prepare=largest_subset):
+        timings[f"{variant.row}_fit_s"] = variant.fit_s
+        (sized if variant.method.takes_subset_size else k_free)[variant.row] = variant.method
     return FittedReplication(dataset, model, schedule, k_grid, sized, k_free, timings)
 
 

@@ -29,9 +29,8 @@ from omegaconf import DictConfig, OmegaConf
 from bench.datasets.generated_images import GeneratedImages
 from bench.datasets.image_classification import ImageSplits
 from bench.datasets.training_set import TrainingSet
-from bench.harness.method_nodes import instantiate_method, method_variants
+from bench.harness.fitted_variants import fitted_variants
 from bench.harness.result import TaskResult
-from bench.harness.task_inputs import capability
 from bench.harness.timing import Stopwatch
 from bench.training.network_store import StoredNetwork, TrainingRecipe, trained_network
 
@@ -44,6 +43,12 @@ def generated_images_recipe(cfg: DictConfig, data: GeneratedImages) -> TrainingR
     values["dataset"] = {"name": data.name, "preprocessing": PREPROCESSING,
                          "image_shape": list(data.input_shape), "train_size": data.n_train}
     return TrainingRecipe.from_dict(values)
+
+
+def copied_module(stored: StoredNetwork) -> StoredNetwork:
+    """``stored`` with a deep copy of its module (a method may change the network it is
+    handed; the next row gets the stored one)."""
+    return dataclasses.replace(stored, module=copy.deepcopy(stored.module))
 
 
 @dataclass
@@ -86,14 +91,13 @@ class StateRunner:
             self.describe(cfg, job)
             training = TrainingSet(splits.x_train, splits.y_train, data.name, PREPROCESSING,
                                    scratch, device)
-            for row, arguments in method_variants(node).items():
-                method = capability(instantiate_method(node, **arguments), self.protocol)
-                base = (dataclasses.replace(stored, module=copy.deepcopy(stored.module))
-                        if type(method).fits_on_base else None)
+            for variant in fitted_variants(node, training, seed, posterior=cfg.get("posterior"),
+                                           protocol=self.protocol, base=stored,
+                                           base_copy=copied_module):
                 watch = Stopwatch()
-                diagnostics = method.fit(training, seed, base=base)
-                method.predict(splits.x_test)
-                job.result.timings[f"{row}/fit_predict_s"] = watch.elapsed()
-                self.measure(cfg, job, row, method, diagnostics)
-                del method, base
+                variant.method.predict(splits.x_test)
+                job.result.timings[f"{variant.row}/fit_predict_s"] = (variant.fit_s
+                                                                      + watch.elapsed())
+                self.measure(cfg, job, variant.row, variant.method, variant.diagnostics)
+                del variant
         return job.result

@@ -46,8 +46,8 @@ from torch import Tensor
 from bench.contracts.capabilities import FittingTrace, NetworkAndLinearisedSamples
 from bench.datasets.snelson import SnelsonGapData
 from bench.datasets.two_moons import TwoMoonsData
-from bench.harness.errors import ConfigError, require_choice, require_positive
-from bench.harness.method_nodes import method_variants
+from bench.harness.errors import ConfigError, require_positive
+from bench.harness.fitted_variants import job_variants
 from bench.harness.result import TaskResult
 from bench.harness.rng import derived_seed
 from bench.harness.task_inputs import takes
@@ -177,8 +177,8 @@ def add_model_sd_ratio(result: TaskResult, row: str, far: Tensor, near: Tensor,
 
 def job_posterior(cfg: DictConfig) -> dict:
     """The arguments of the job's ``posterior`` (a variant of the method node)."""
-    variants = method_variants(cfg.method)
-    return variants[require_choice("posterior", str(cfg.posterior), list(variants))]
+    ((_, arguments),) = job_variants(cfg.method, str(cfg.posterior)).items()
+    return arguments
 
 
 def fit_posterior(cfg: DictConfig, method: NetworkAndLinearisedSamples, job: ToyJob) -> None:

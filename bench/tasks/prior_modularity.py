@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 
 from bench.contracts.method import ConjugateMethod
 from bench.datasets.conjugate_problems import ConjugateProblem, PriorModularityData
-from bench.harness.method_nodes import instantiate_method, method_variants
+from bench.harness.fitted_variants import built_variants
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator, resolve_dtype
 from bench.harness.task_inputs import takes
@@ -45,8 +45,7 @@ def run(cfg: DictConfig) -> TaskResult:
     x, y = dataset.design(make_generator(cfg.seed))
     data = Data(y=y.to(dtype), x=x.to(dtype).unsqueeze(1))
     x_row = torch.tensor([float(dataset.x_test)], dtype=dtype)
-    methods = {column: instantiate_method(cfg.method, **arguments)
-               for column, arguments in method_variants(cfg.method).items()}
+    methods = dict(built_variants(cfg.method, cfg.get("posterior")))
     result = TaskResult()
     ssla_by_prior = {}
     for variance in dataset.prior_vars:

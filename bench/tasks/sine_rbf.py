@@ -29,7 +29,7 @@ from torch import Tensor
 from bench.contracts.method import ConjugateMethod
 from bench.datasets.conjugate_problems import ConjugateProblem
 from bench.datasets.sine import ToySineData
-from bench.harness.method_nodes import instantiate_method, method_variants
+from bench.harness.fitted_variants import fitted_variants
 from bench.harness.result import TaskResult
 from bench.harness.rng import make_generator, resolve_dtype
 from bench.harness.task_inputs import takes
@@ -57,13 +57,12 @@ def grid_predictives(cfg: DictConfig, problem: ConjugateProblem) -> tuple[dict, 
     """Each variant of ``cfg.method`` fitted on ``problem`` and moment-matched on its per-row
     grids: ``({row: Gaussian}, {"<name>_s": seconds})``."""
     predictives, timings = {}, {}
-    for row, arguments in method_variants(cfg.method).items():
-        method = instantiate_method(cfg.method, **arguments)
+    for variant in fitted_variants(cfg.method, problem, int(cfg.seed),
+                                   posterior=cfg.get("posterior")):
         watch = Stopwatch()
-        method.fit(problem, int(cfg.seed))
-        density = method.predict(problem.x_new)
-        timings[f"{method.name}_s"] = watch.elapsed()
-        predictives[row] = Gaussian(density.mean, density.variance)
+        density = variant.method.predict(problem.x_new)
+        timings[f"{variant.method.name}_s"] = variant.fit_s + watch.elapsed()
+        predictives[variant.row] = Gaussian(density.mean, density.variance)
     return predictives, timings
 
 

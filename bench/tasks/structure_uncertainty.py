@@ -28,9 +28,9 @@ from torch import Tensor
 from bench.contracts.capabilities import TemperedFunctionSamples
 from bench.datasets.cubic import CubicToyData
 from bench.datasets.training_set import TrainingSet
-from bench.harness.method_nodes import instantiate_method, method_variants
+from bench.harness.fitted_variants import built_variants
 from bench.harness.result import TaskResult
-from bench.harness.task_inputs import capability, takes
+from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
 from bench.models.mlp import MLPShape, init_parameters
 from bench.training.loop import TrainingConfig, fit_parameters
@@ -67,10 +67,8 @@ def run(cfg: DictConfig) -> TaskResult:
     toy = data.splits(seed)
     activation = str(cfg.network.activation)
     shape = MLPShape((1, *cfg.network.hidden, 1), activation)
-    variants = method_variants(cfg.method)
-    methods = {row: capability(instantiate_method(cfg.method, **arguments),
-                               TemperedFunctionSamples)
-               for row, arguments in variants.items()}
+    methods = dict(built_variants(cfg.method, cfg.get("posterior"),
+                                  TemperedFunctionSamples))
     delta = next(iter(methods.values())).prior_precision
     watch = Stopwatch()
     theta = train_toy_network(shape, toy.x_train, toy.y_train,

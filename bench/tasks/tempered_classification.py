@@ -30,8 +30,9 @@ from torch import Tensor
 from bench.contracts.capabilities import TemperedPredictive
 from bench.curvature.kfac_scaling import ExactAccumulation
 from bench.datasets.image_classification import ImageClassificationData
-from bench.harness.errors import require_choice, require_positive
-from bench.harness.method_nodes import instantiate_method, method_variants
+from bench.harness.errors import require_positive
+from bench.harness.fitted_variants import built_variants
+from bench.harness.method_nodes import instantiate_method
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import capability, takes
 from bench.harness.timing import Stopwatch
@@ -74,11 +75,10 @@ def job_method(cfg: DictConfig) -> TemperedPredictive:
     """The job's method: the method node, with the arguments of the experiment's
     ``posterior`` (a name of ``method.variants``) where the experiment sweeps posteriors; an
     unknown name is a one-line ConfigError naming the variants."""
-    arguments = {}
-    if cfg.get("posterior") is not None:
-        variants = method_variants(cfg.method)
-        arguments = variants[require_choice("posterior", str(cfg.posterior), list(variants))]
-    return capability(instantiate_method(cfg.method, **arguments), TemperedPredictive)
+    if cfg.get("posterior") is None:
+        return capability(instantiate_method(cfg.method), TemperedPredictive)
+    ((_, method),) = built_variants(cfg.method, cfg.posterior, TemperedPredictive)
+    return method
 
 
 def job_temperatures(cfg: DictConfig) -> list[float]:
