@@ -7,10 +7,6 @@ metrics -> cells.
   step);
 * :mod:`bench.jobs.replication_runner`: replications on data drawn from a network (subnetwork
   Figures 1 and 2);
-* :mod:`bench.jobs.checkpoint_runner`: methods on released checkpoints (WILDS, Laplace Redux
-  Figure 10);
-* :mod:`bench.jobs.sequential_runner`: tasks learned in order (continual learning);
-* :mod:`bench.jobs.state_runner`: measurements of fitted methods' states (Laplace Redux Table 5);
 * :mod:`bench.jobs.toy_runner`: the GGN thesis' toy tasks (Figures 5.2-5.5).
 
 A task is a short function over one of these; tasks never import each other.

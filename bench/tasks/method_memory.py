@@ -1,7 +1,7 @@
 """Memory of a method's state (Laplace Redux Table 5), measured from the real objects.
 
-One job = one method node, through :class:`~bench.jobs.state_runner.StateRunner`; each of
-its variants is a row (``laplace_classifier``: LA and LA*).
+One job = one method node; each of its variants is a row (``laplace_classifier``: LA and
+LA*), fitted through :func:`bench.harness.fitted_variants.fitted_variants`.
 The job builds the method's real state on the experiment's ``network`` (WRN-16-4, 10 classes)
 without real training: the data set is a handful of generated images of CIFAR-10's shape
 (:mod:`bench.datasets.generated_images`), the base network is the ``network`` recipe trained
@@ -35,20 +35,43 @@ second row, ``<row> (as held, incl. the harness's copy)``
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import tempfile
+from pathlib import Path
 from typing import Any
 
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 
 from bench.contracts.capabilities import HoldsUnreadTensors, StoredTensors
 from bench.datasets.generated_images import GeneratedImages
+from bench.datasets.training_set import TrainingSet
+from bench.harness.fitted_variants import fitted_variants
 from bench.harness.method_nodes import merged_method_node, method_arguments, method_class
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
-from bench.jobs.state_runner import StateJob, StateRunner
+from bench.harness.timing import Stopwatch
 from bench.metrics.memory import analytic_count, as_held_row, megabytes, stored_bytes
 from bench.models.classifiers import count_parameters
-from bench.training.network_store import TrainingRecipe
+from bench.training.network_store import StoredNetwork, TrainingRecipe, trained_network
+
+PREPROCESSING = "standard_normal"
+
+
+def generated_images_recipe(cfg: DictConfig, data: GeneratedImages) -> TrainingRecipe:
+    """The experiment's ``network`` node with the generated images' identity."""
+    values: dict[str, Any] = OmegaConf.to_container(cfg.network, resolve=True)
+    values["dataset"] = {"name": data.name, "preprocessing": PREPROCESSING,
+                         "image_shape": list(data.input_shape), "train_size": data.n_train}
+    return TrainingRecipe.from_dict(values)
+
+
+def copied_module(stored: StoredNetwork) -> StoredNetwork:
+    """``stored`` with a deep copy of its module (a method may change the network it is
+    handed; the next row gets the stored one)."""
+    return dataclasses.replace(stored, module=copy.deepcopy(stored.module))
 
 
 def last_layer_width(network: nn.Module) -> int:
@@ -103,23 +126,23 @@ def memory_method_node(cfg: DictConfig, recipe: TrainingRecipe) -> DictConfig:
     return merged_method_node(node, extra)
 
 
-def describe_network(cfg: DictConfig, job: StateJob) -> None:
+def describe_network(result: TaskResult, stored: StoredNetwork, recipe: TrainingRecipe) -> None:
     """What the analytic formulas read from the base network, into ``fitted``."""
-    network, recipe = job.stored.module, job.recipe
-    job.result.fitted.update({
+    network = stored.module
+    result.fitted.update({
         "n_parameters": count_parameters(network), "last_layer_width": last_layer_width(network),
         "num_classes": recipe.num_classes,
         "parameter_bytes": next(network.parameters()).element_size(),
         "n_buffer_values": sum(b.numel() for b in network.buffers()),
-        "recipe_hash": job.stored.recipe_hash, "parts_bytes": {}, "diagnostics": {}})
+        "recipe_hash": stored.recipe_hash, "parts_bytes": {}, "diagnostics": {}})
 
 
-def memory_cells(cfg: DictConfig, job: StateJob, row: str, method: StoredTensors,
-                 diagnostics: dict) -> None:
+def memory_cells(cfg: DictConfig, result: TaskResult, stored: StoredNetwork, row: str,
+                 method: StoredTensors, diagnostics: dict) -> None:
     """The row's memory cells (after ``memory.paper_rows``), its analytic size where the
     experiment gives a formula, and the as-held row of a method holding unread tensors."""
-    memory, result, fitted = cfg.memory, job.result, job.result.fitted
-    buffer_names = {name for name, _ in job.stored.module.named_buffers()}
+    memory, fitted = cfg.memory, result.fitted
+    buffer_names = {name for name, _ in stored.module.named_buffers()}
     analytic = OmegaConf.to_container(memory.get("analytic") or {}, resolve=True)
     tensors = method.stored_tensors()
     paper_row = str(dict(memory.get("paper_rows") or {}).get(row, row))
@@ -137,10 +160,31 @@ def memory_cells(cfg: DictConfig, job: StateJob, row: str, method: StoredTensors
     fitted["diagnostics"][paper_row] = diagnostics
 
 
-RUNNER = StateRunner(StoredTensors, memory_method_node, describe_network, memory_cells)
-
-
 @takes(datasets=(GeneratedImages,), methods=(StoredTensors,))
 def run(cfg: DictConfig) -> TaskResult:
-    """Fit every row of the method node on generated images and measure its stored state."""
-    return RUNNER.run(cfg)
+    """Train the base network on the generated images (``network_s``) into a scratch folder
+    under the results folder (removed after the job, with everything the methods store while
+    fitting), then fit every row of the method node on its own copy of it, predict once on
+    the test images (``<row>/fit_predict_s``) and measure its stored state."""
+    data: GeneratedImages = instantiate(cfg.dataset)
+    seed, device = int(cfg.seed), str(cfg.device)
+    splits = data.splits(seed)
+    recipe = generated_images_recipe(cfg, data)
+    node = memory_method_node(cfg, recipe)
+    Path(cfg.results_dir).mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".memory-scratch-", dir=cfg.results_dir) as scratch:
+        watch = Stopwatch()
+        stored = trained_network(recipe, seed, splits.x_train, splits.y_train, scratch, device)
+        result = TaskResult(timings={"network_s": watch.elapsed()})
+        describe_network(result, stored, recipe)
+        training = TrainingSet(splits.x_train, splits.y_train, data.name, PREPROCESSING,
+                               scratch, device)
+        for variant in fitted_variants(node, training, seed, posterior=cfg.get("posterior"),
+                                       protocol=StoredTensors, base=stored,
+                                       base_copy=copied_module):
+            watch = Stopwatch()
+            variant.method.predict(splits.x_test)
+            result.timings[f"{variant.row}/fit_predict_s"] = variant.fit_s + watch.elapsed()
+            memory_cells(cfg, result, stored, variant.row, variant.method, variant.diagnostics)
+            del variant
+    return result

@@ -21,17 +21,30 @@ checkpoint files stop the job before any work (one line, exit code 2).
 
 from __future__ import annotations
 
+import math
+
+from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 from bench.contracts.method import CheckpointMethod
 from bench.datasets.wilds import WildsData
+from bench.harness.method_nodes import instantiate_method
 from bench.harness.result import TaskResult
-from bench.harness.task_inputs import takes
-from bench.jobs.checkpoint_runner import CheckpointRunner
-from bench.jobs.classification_runner import shift_metrics
+from bench.harness.task_inputs import capability, takes
+from bench.harness.timing import Stopwatch
+from bench.jobs.classification_runner import configured_method_node, shift_metrics
 from bench.metrics import regression as regression_metrics
 
 SPLIT_LABELS = {"id_test": "id", "ood_test": "ood"}
+# ece_paper is NaN when every confidence is >= 0.99: no cell then.
+NAN_MEANS_NO_CELL = ("ece_paper",)
+
+
+def not_applicable(method: CheckpointMethod, data: WildsData) -> str | None:
+    """Why the method does not apply to the data set's prediction task (None if it does)."""
+    if data.task in method.tasks:
+        return None
+    return f"{method.name} is for {', '.join(method.tasks)}; {data.name} is {data.task}"
 
 
 def regression_scores(predictive, targets, n_levels: int) -> dict[str, float]:
@@ -49,11 +62,32 @@ def split_scores(cfg: DictConfig, data: WildsData, predictive, targets) -> dict[
     return shift_metrics(predictive, targets, int(cfg.metrics.n_bins))
 
 
-# ece_paper is NaN when every confidence is >= 0.99: no cell then.
-RUNNER = CheckpointRunner(SPLIT_LABELS, split_scores, nan_means_no_cell=("ece_paper",))
-
-
 @takes(datasets=(WildsData,), methods=(CheckpointMethod,))
 def run(cfg: DictConfig) -> TaskResult:
-    """Fit the method on the seed's checkpoints; score the ID and OOD test splits."""
-    return RUNNER.run(cfg)
+    """Fit the method on the seed's checkpoints (the files it reads checked before any work;
+    ``fit_s``, its diagnostics as ``fitted.method``); score the ID and OOD test splits
+    (``<label>/predict_s``)."""
+    data: WildsData = instantiate(cfg.dataset)
+    seed = int(cfg.seed)
+    job = data.for_seed(seed)
+    method = capability(instantiate_method(configured_method_node(cfg)), CheckpointMethod)
+    result = TaskResult()
+    reason = not_applicable(method, data)
+    if reason is not None:
+        result.fitted["not_applicable"] = reason
+        return result
+    keys = method.checkpoint_keys(job)
+    job.require_checkpoints(keys)
+    result.fitted.update(job.provenance(keys))
+    watch = Stopwatch()
+    result.fitted["method"] = method.fit(job, seed)
+    result.timings["fit_s"] = watch.elapsed()
+    row = f"{data.wilds_name}/{method.name}"
+    for role, label in SPLIT_LABELS.items():
+        watch = Stopwatch()
+        predictive = method.predict(job.loader(role))
+        result.timings[f"{label}/predict_s"] = watch.elapsed()
+        for metric, value in split_scores(cfg, data, predictive, job.targets(role)).items():
+            if math.isfinite(value) or metric not in NAN_MEANS_NO_CELL:
+                result.add(row, f"{label}/{metric}", value)
+    return result
