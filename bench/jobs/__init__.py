@@ -7,7 +7,8 @@ metrics -> cells.
   step);
 * :mod:`bench.jobs.replication_runner`: replications on data drawn from a network (subnetwork
   Figures 1 and 2);
-* :mod:`bench.jobs.toy_runner`: the GGN thesis' toy tasks (Figures 5.2-5.5).
+* :mod:`bench.jobs.toy_runner`: the data and record steps of the GGN thesis' toy tasks
+  (Figures 5.2-5.5).
 
 A task is a short function over one of these; tasks never import each other.
 """

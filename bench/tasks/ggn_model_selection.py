@@ -44,11 +44,12 @@ from bench.contracts.capabilities import FullBatchMAP
 from bench.datasets.snelson import SnelsonGapData
 from bench.datasets.two_moons import TwoMoonsData
 from bench.harness.errors import ConfigError, require_positive
+from bench.harness.method_nodes import instantiate_method
 from bench.harness.result import TaskResult
 from bench.harness.rng import derived_seed, make_generator
-from bench.harness.task_inputs import takes
+from bench.harness.task_inputs import capability, takes
 from bench.harness.timing import Stopwatch
-from bench.jobs.toy_runner import ToyJob, ToyRunner
+from bench.jobs.toy_runner import ToyJob, finished_toy_record, toy_job
 from bench.methods.laplace.ggn_laplace import (
     FunctionSpaceGGN,
     laplace_ggn_log_evidence,
@@ -233,10 +234,14 @@ def grid_cells(cfg: DictConfig, method: FullBatchMAP, job: ToyJob, grid: Network
     result.health[row] = assess(grid_checks(result.arrays, cap))
 
 
-RUNNER = ToyRunner(FullBatchMAP, train_row, grid_cells, cells_timing="evaluate_s")
-
-
 @takes(datasets=(SnelsonGapData, TwoMoonsData), methods=(FullBatchMAP,))
 def run(cfg: DictConfig) -> TaskResult:
-    """Train the row's networks at once, then evaluate each (see the module docstring)."""
-    return RUNNER.run(cfg)
+    """Train the row's networks at once, then evaluate each (``evaluate_s``; see the module
+    docstring)."""
+    dataset, job = toy_job(cfg)
+    method = capability(instantiate_method(cfg.method), FullBatchMAP)
+    grid = train_row(cfg, method, job)
+    watch = Stopwatch()
+    grid_cells(cfg, method, job, grid)
+    job.result.timings["evaluate_s"] = watch.elapsed()
+    return finished_toy_record(job)

@@ -47,12 +47,12 @@ from bench.contracts.capabilities import FittingTrace, NetworkAndLinearisedSampl
 from bench.datasets.snelson import SnelsonGapData
 from bench.datasets.two_moons import TwoMoonsData
 from bench.harness.errors import ConfigError, require_positive
-from bench.harness.fitted_variants import job_variants
+from bench.harness.fitted_variants import fitted_variants
 from bench.harness.result import TaskResult
 from bench.harness.rng import derived_seed
 from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
-from bench.jobs.toy_runner import ToyJob, ToyRunner
+from bench.jobs.toy_runner import ToyJob, finished_toy_record, toy_job
 from bench.methods.variational.ggn_natural_gradient import CONVERGED_REASONS
 from bench.metrics.elbo import fitted_posterior_elbo
 from bench.metrics.fit_health import (
@@ -175,23 +175,7 @@ def add_model_sd_ratio(result: TaskResult, row: str, far: Tensor, near: Tensor,
                 "Lambda = s(1 - s) underflows), so the ratio overflows")
 
 
-def job_posterior(cfg: DictConfig) -> dict:
-    """The arguments of the job's ``posterior`` (a variant of the method node)."""
-    ((_, arguments),) = job_variants(cfg.method, str(cfg.posterior)).items()
-    return arguments
-
-
-def fit_posterior(cfg: DictConfig, method: NetworkAndLinearisedSamples, job: ToyJob) -> None:
-    """Fit the posterior with the job seed (a fit the method stores goes under the job's
-    ``results_dir``); its diagnostics and ``fit_s`` into the record."""
-    watch = Stopwatch()
-    data = replace(job.data.training_set(), results_dir=str(cfg.results_dir))
-    job.result.fitted.update(method.fit(data, job.seed))
-    job.result.timings["fit_s"] = watch.elapsed()
-
-
-def predictive_cells(cfg: DictConfig, method: NetworkAndLinearisedSamples, job: ToyJob,
-                     fitted: None) -> None:
+def predictive_cells(cfg: DictConfig, method: NetworkAndLinearisedSamples, job: ToyJob) -> None:
     """Both predictives' cells and arrays (module docstring), the fitting trace and the
     parameter count."""
     result, row = job.result, str(cfg.posterior)
@@ -257,11 +241,17 @@ def fit_checks(method: NetworkAndLinearisedSamples, job: ToyJob, row: str) -> li
     return checks
 
 
-RUNNER = ToyRunner(NetworkAndLinearisedSamples, fit_posterior, predictive_cells,
-                   arguments=job_posterior)
-
-
 @takes(datasets=(SnelsonGapData, TwoMoonsData), methods=(NetworkAndLinearisedSamples,))
 def run(cfg: DictConfig) -> TaskResult:
-    """Fit the job's posterior, then both predictives (see the module docstring)."""
-    return RUNNER.run(cfg)
+    """Fit the job's posterior with the job seed (a fit the method stores goes under the job's
+    ``results_dir``; ``fit_s``), then both predictives (``predict_s``; module docstring)."""
+    dataset, job = toy_job(cfg)
+    data = replace(job.data.training_set(), results_dir=str(cfg.results_dir))
+    (variant,) = fitted_variants(cfg.method, data, job.seed, posterior=str(cfg.posterior),
+                                 protocol=NetworkAndLinearisedSamples)
+    job.result.fitted.update(variant.diagnostics)
+    job.result.timings["fit_s"] = variant.fit_s
+    watch = Stopwatch()
+    predictive_cells(cfg, variant.method, job)
+    job.result.timings["predict_s"] = watch.elapsed()
+    return finished_toy_record(job)
