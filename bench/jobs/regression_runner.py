@@ -1,18 +1,17 @@
 """The runner of network regression (SSLA Table 2 / Figure 2 and Table 4).
 
-:class:`RegressionRunner`: the dataset node's splits -> the shared base network -> each row's
+:func:`scored_rows`: the dataset node's splits -> the shared base network -> each row's
 method fitted and predicting the test set -> :func:`~bench.metrics.regression.regression_metrics`
--> the row's cells ``cov95 cov90 cov75 cov50 nll crps rmse``. A task configures it with the
-rows it scores (:func:`method_node_rows`: every variant of ``cfg.method``) and what else the
-record keeps. Methods that fit on a base network (``fits_on_base``: SSLA, ASSLA, LA, plug-in)
+-> the row's cells ``cov95 cov90 cov75 cov50 nll crps rmse``. A task hands it the rows it
+scores (:func:`method_node_rows`: every variant of ``cfg.method``) and what else the record
+keeps. Methods that fit on a base network (``fits_on_base``: SSLA, ASSLA, LA, plug-in)
 share one per job, trained by the experiment's ``base`` node (the authors' MSE MLP under
 ``protocol=paper``, the MAP network under ``corrected``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
@@ -101,12 +100,9 @@ def score_method(cfg: DictConfig, method: RegressionNetworkMethod, splits: Regre
     result.arrays[f"{row}/sd"] = predictive.variance.double().sqrt().tolist()
 
 
-# Row name -> its method, built when the runner reaches it (after the base network is trained).
-RegressionRows = Callable[[DictConfig], Iterator[tuple[str, RegressionNetworkMethod]]]
-
-
 def method_node_rows(cfg: DictConfig) -> Iterator[tuple[str, RegressionNetworkMethod]]:
-    """Every variant of ``cfg.method`` (its row name, the built method)."""
+    """Every variant of ``cfg.method`` (its row name, the built method), built when the loop
+    reaches it (after the base network is trained)."""
     for row, arguments in job_variants(cfg.method, cfg.get("posterior")).items():
         yield row, build_method(cfg, arguments)
 
@@ -116,41 +112,28 @@ def method_node_fits_on_base(cfg: DictConfig) -> bool:
     return bool(method_class(cfg.method).fits_on_base)
 
 
-def always(cfg: DictConfig) -> bool:
-    """True for every config (rows that always fit on the base network)."""
-    return True
-
-
-@dataclass(frozen=True)
-class RegressionRunner:
-    """Data -> base network -> methods -> predictive -> metrics -> cells, for ``rows``.
-
-    ``fits_on_base(cfg)``: whether a base network is trained for the rows; ``keep_test_data``:
-    arrays ``x_test`` / ``y_test`` for a figure; ``keep_data_info``: the split's timing
-    ``data_s`` and its plain ``info`` as ``fitted.data``.
-    """
-
-    rows: RegressionRows = method_node_rows
-    fits_on_base: Callable[[DictConfig], bool] = method_node_fits_on_base
-    keep_test_data: bool = False
-    keep_data_info: bool = False
-
-    def run(self, cfg: DictConfig) -> TaskResult:
-        """One job's record: every row scored on the test set (:func:`score_method`)."""
-        result = TaskResult()
-        watch = Stopwatch()
-        splits = regression_splits(cfg)
-        if self.keep_data_info:
-            result.timings["data_s"] = watch.elapsed()
-            result.fitted["data"] = {key: value for key, value in splits.info.items()
-                                     if isinstance(value, (int, float, str, bool))}
-        if self.keep_test_data:
-            result.arrays["x_test"] = splits.x_test[:, 0].tolist()
-            result.arrays["y_test"] = splits.y_test[:, 0].tolist()
-        base = train_base(cfg, splits, result) if self.fits_on_base(cfg) else None
-        for row, method in self.rows(cfg):
-            score_method(cfg, method, splits, base, row, result)
-        return result
+def scored_rows(cfg: DictConfig, rows: Iterable[tuple[str, RegressionNetworkMethod]], *,
+                fits_on_base: bool, keep_test_data: bool = False,
+                keep_data_info: bool = False) -> TaskResult:
+    """Data -> base network (where ``fits_on_base``) -> each of ``rows`` (row name, method;
+    a generator builds each when reached) fitted, predicting the test set and scored
+    (:func:`score_method`). ``keep_test_data``: arrays ``x_test`` / ``y_test`` for a figure;
+    ``keep_data_info``: the split's timing ``data_s`` and its plain ``info`` as
+    ``fitted.data``."""
+    result = TaskResult()
+    watch = Stopwatch()
+    splits = regression_splits(cfg)
+    if keep_data_info:
+        result.timings["data_s"] = watch.elapsed()
+        result.fitted["data"] = {key: value for key, value in splits.info.items()
+                                 if isinstance(value, (int, float, str, bool))}
+    if keep_test_data:
+        result.arrays["x_test"] = splits.x_test[:, 0].tolist()
+        result.arrays["y_test"] = splits.y_test[:, 0].tolist()
+    base = train_base(cfg, splits, result) if fits_on_base else None
+    for row, method in rows:
+        score_method(cfg, method, splits, base, row, result)
+    return result
 
 
 def plain_values(values: dict[str, Any] | None) -> dict:

@@ -1,7 +1,7 @@
 """The runner of replications on data drawn from a network: the subnetwork paper's two
 experiment tasks (Figures 1 and 2).
 
-:class:`ReplicationRunner`: per replication, data -> working network -> every variant fitted
+:func:`replication_means`: per replication, data -> working network -> every variant fitted
 (:func:`fit_replication`) -> the task's ``score`` of each (row, group, ``k``) -> the mean over
 the job's replications -> cells ``<group>/<metric>`` (``<group>/<metric>@k=<k>`` for a sized
 variant) and curves over ``k``.
@@ -140,8 +140,16 @@ def mean_over_replications(cfg: DictConfig, replication, result: TaskResult) -> 
 ReplicationValues = dict[tuple[str, str, int | None], float]
 
 
-@dataclass(frozen=True)
-class ReplicationRunner:
+ReplicationScore = Callable[[DictConfig, FittedReplication, torch.Generator],
+                            tuple[ReplicationValues, dict]]
+
+
+def value_column(metric: str, group: str, k: int | None) -> str:
+    """Cell column of a value (``k`` None for methods without a subset size)."""
+    return f"{group}/{metric}" + ("" if k is None else f"@k={k}")
+
+
+def replication_means(cfg: DictConfig, metric: str, score: ReplicationScore) -> TaskResult:
     """The mean of ``score`` over a job's replications, as cells and curves.
 
     ``score(cfg, fitted, generator) -> (values, diagnostics)`` scores one
@@ -151,30 +159,19 @@ class ReplicationRunner:
     ``<row>/<group>/<metric>`` (over the grid, or one value for a ``k``-free row).
     """
 
-    metric: str
-    score: Callable[[DictConfig, FittedReplication, torch.Generator],
-                    tuple[ReplicationValues, dict]]
-
-    def replication(self, cfg: DictConfig, generator: torch.Generator
+    def replication(cfg: DictConfig, generator: torch.Generator
                     ) -> tuple[ReplicationValues, dict]:
-        """One replication's values and diagnostics."""
         fitted = fit_replication(cfg, generator)
-        values, diagnostics = self.score(cfg, fitted, generator)
+        values, diagnostics = score(cfg, fitted, generator)
         return values, {**fitted.diagnostics, **diagnostics}
 
-    def column(self, group: str, k: int | None) -> str:
-        """Cell column of a value (``k`` None for methods without a subset size)."""
-        return f"{group}/{self.metric}" + ("" if k is None else f"@k={k}")
-
-    def run(self, cfg: DictConfig) -> TaskResult:
-        """One job's record: every mean as a cell and the curves over ``k``."""
-        result = TaskResult()
-        means = mean_over_replications(cfg, self.replication, result)
-        for (row, group, k), value in means.items():
-            result.add(row, self.column(group, k), value)
-        k_grid = sorted({k for (_, _, k) in means if k is not None})
-        result.arrays["k"] = [float(k) for k in k_grid]
-        for row, group in dict.fromkeys((r, g) for (r, g, _) in means):
-            ks = k_grid if (row, group, k_grid[0]) in means else [None]
-            result.arrays[f"{row}/{group}/{self.metric}"] = [means[(row, group, k)] for k in ks]
-        return result
+    result = TaskResult()
+    means = mean_over_replications(cfg, replication, result)
+    for (row, group, k), value in means.items():
+        result.add(row, value_column(metric, group, k), value)
+    k_grid = sorted({k for (_, _, k) in means if k is not None})
+    result.arrays["k"] = [float(k) for k in k_grid]
+    for row, group in dict.fromkeys((r, g) for (r, g, _) in means):
+        ks = k_grid if (row, group, k_grid[0]) in means else [None]
+        result.arrays[f"{row}/{group}/{metric}"] = [means[(row, group, k)] for k in ks]
+    return result

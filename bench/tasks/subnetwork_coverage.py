@@ -32,7 +32,7 @@ from bench.datasets.synthetic_networks import SyntheticNetworkData
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
-from bench.jobs.replication_runner import FittedReplication, ReplicationRunner, ReplicationValues
+from bench.jobs.replication_runner import FittedReplication, ReplicationValues, replication_means
 from bench.methods.baselines.split_bootstrap import bootstrap_interval, split_interval
 from bench.metrics.regression import central_interval, fraction_inside
 from bench.predictive.densities import Gaussian
@@ -75,11 +75,8 @@ def replication_coverage(cfg: DictConfig, fitted: FittedReplication,
     return values, timings
 
 
-RUNNER = ReplicationRunner(metric="cov95", score=replication_coverage)
-
-
 @takes(datasets=(SyntheticNetworkData,), methods=(SubnetworkPredictives,))
 def run(cfg: DictConfig) -> TaskResult:
     """Coverage of every method and ``k`` in one (likelihood, specification) setting,
     averaged over the job's replications."""
-    return RUNNER.run(cfg)
+    return replication_means(cfg, "cov95", replication_coverage)

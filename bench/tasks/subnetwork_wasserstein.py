@@ -20,7 +20,7 @@ from bench.datasets.synthetic_networks import TEST_DOMAINS, SyntheticNetworkData
 from bench.harness.errors import ConfigError
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
-from bench.jobs.replication_runner import FittedReplication, ReplicationRunner, ReplicationValues
+from bench.jobs.replication_runner import FittedReplication, ReplicationValues, replication_means
 from bench.metrics.wasserstein import mean_predictive_w2
 
 
@@ -48,11 +48,8 @@ def replication_w2(cfg: DictConfig, fitted: FittedReplication,
     return values, {}
 
 
-RUNNER = ReplicationRunner(metric="w2", score=replication_w2)
-
-
 @takes(datasets=(SyntheticNetworkData,), methods=(SubnetworkPredictives,))
 def run(cfg: DictConfig) -> TaskResult:
     """All methods, domains and ``k`` of one working model setting, averaged over the job's
     replications."""
-    return RUNNER.run(cfg)
+    return replication_means(cfg, "w2", replication_w2)

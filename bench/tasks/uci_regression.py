@@ -1,7 +1,7 @@
 """SSLA paper Table 4: SSLA, ASSLA and LA on one UCI dataset, one shared base network.
 
 One job = (dataset, protocol, seed), through
-:class:`~bench.jobs.regression_runner.RegressionRunner`.
+:func:`~bench.jobs.regression_runner.scored_rows`.
 The data set follows the protocol (the paper's preprocessing or the corrected one); the seed
 sets the split and the initialisation (42 is the paper's). The base network (``cfg.base``) is
 trained once, as under the authors' ``seed_everything(42)`` every method saw the same network,
@@ -21,7 +21,7 @@ from bench.datasets.uci import UCIRegressionData
 from bench.harness.errors import require_choice
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
-from bench.jobs.regression_runner import RegressionRunner, always, build_method
+from bench.jobs.regression_runner import build_method, scored_rows
 
 
 def table_rows(cfg: DictConfig) -> Iterator[tuple[str, RegressionNetworkMethod]]:
@@ -33,10 +33,7 @@ def table_rows(cfg: DictConfig) -> Iterator[tuple[str, RegressionNetworkMethod]]
         yield f"{cfg.dataset.title}/{row}", method
 
 
-RUNNER = RegressionRunner(rows=table_rows, fits_on_base=always, keep_data_info=True)
-
-
 @takes(datasets=(UCIRegressionData,))
 def run(cfg: DictConfig) -> TaskResult:
     """Train the base network on ``cfg.dataset`` and score every row of ``cfg.rows``."""
-    return RUNNER.run(cfg)
+    return scored_rows(cfg, table_rows(cfg), fits_on_base=True, keep_data_info=True)
