@@ -1,9 +1,9 @@
-"""The runner of classification methods: data, stored MAP network, fitted variants, scores.
+"""The steps of classification tasks: data, stored MAP network, fitted variants, scores.
 
-:class:`ClassificationRunner`: :func:`prepare_job` -> the input sets a task names ->
-:func:`predict_variants` -> the task's cells of each variant. A task configures it with its
-input sets (:func:`test_and_ood_sets`: the in-distribution test part and each OOD set present)
-and its cells (scores from :func:`ood_scores` or :func:`shift_metrics`).
+A task runs :func:`prepare_job` -> its input sets (e.g. :func:`test_and_ood_sets`: the
+in-distribution test part and each OOD set present) -> :func:`predict_variants` (or a predict
+step of its own) -> its cells of each variant (scores from :func:`ood_scores` or
+:func:`shift_metrics`) and :func:`record_health`.
 
 One job = (method node, model seed). :func:`prepare_job` loads the dataset node and its splits,
 gets the MAP network of the experiment's ``network`` recipe for the seed from the trained-
@@ -24,7 +24,7 @@ experiment can sweep the whole method group while each method gets its own scale
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -206,31 +206,6 @@ def ood_scores(cfg: DictConfig, job: ClassificationJob, variant: VariantPredicti
         variant.predictives[data.images], job.splits.y_test, ood,
         n_bins=int(cfg.metrics.n_bins), calibration=str(cfg.metrics.calibration),
         ood_score=str(cfg.metrics.ood_score))
-
-
-# A prediction step: the fitted variants' predictives on the named input sets.
-PredictStep = Callable[[DictConfig, ClassificationJob, Mapping[str, Tensor]],
-                       list[VariantPredictions]]
-
-
-@dataclass(frozen=True)
-class ClassificationRunner:
-    """Data and stored MAP network -> the variants of ``predict`` (default: every variant of
-    the method node, :func:`predict_variants`) -> their predictives on ``input_sets(cfg,
-    job)`` -> ``cells(cfg, job, variant)`` into ``job.result``."""
-
-    input_sets: Callable[[DictConfig, ClassificationJob], Mapping[str, Tensor]]
-    cells: Callable[[DictConfig, ClassificationJob, VariantPredictions], None]
-    predict: PredictStep = predict_variants
-
-    def run(self, cfg: DictConfig) -> TaskResult:
-        """One job's record (:func:`prepare_job`, ``predict``, ``cells``)."""
-        job = prepare_job(cfg)
-        sets = self.input_sets(cfg, job)
-        for variant in self.predict(cfg, job, sets):
-            self.cells(cfg, job, variant)
-            record_health(job, variant)
-        return job.result
 
 
 def record_health(job: ClassificationJob, variant: VariantPredictions) -> None:

@@ -1,7 +1,7 @@
 """Calibration of classification methods under dataset shift: Laplace Redux Figure 9.
 
 One job = (method node, model seed), through
-:class:`~bench.jobs.classification_runner.ClassificationRunner`, so the stored MAP networks and the
+:func:`~bench.jobs.classification_runner.prepare_job`, so the stored MAP networks and the
 methods' stored states of the OOD table are reused (nothing retrains; Laplace refits in
 seconds). ``shift``:
 
@@ -34,8 +34,10 @@ from bench.harness.rng import make_generator
 from bench.harness.task_inputs import takes
 from bench.jobs.classification_runner import (
     ClassificationJob,
-    ClassificationRunner,
     VariantPredictions,
+    predict_variants,
+    prepare_job,
+    record_health,
     shift_metrics,
 )
 
@@ -90,10 +92,12 @@ def variant_cells(cfg: DictConfig, job: ClassificationJob, variant: VariantPredi
     result.arrays.update(curves)
 
 
-RUNNER = ClassificationRunner(input_sets=input_sets, cells=variant_cells)
-
-
 @takes(datasets=(ImageClassificationData,))
 def run(cfg: DictConfig) -> TaskResult:
     """Fit the method node's variants on the seed's MAP network; score every shift level."""
-    return RUNNER.run(cfg)
+    job = prepare_job(cfg)
+    sets = input_sets(cfg, job)
+    for variant in predict_variants(cfg, job, sets):
+        variant_cells(cfg, job, variant)
+        record_health(job, variant)
+    return job.result

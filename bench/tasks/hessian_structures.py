@@ -3,7 +3,7 @@
 One job = (structure, training seed): the method node (``online_marglik_diag``,
 ``online_marglik_kron`` or ``online_marglik_full``) trains its network and prior precision
 from scratch on the in-distribution training set and fits its Laplace approximation, through
-:class:`~bench.jobs.classification_runner.ClassificationRunner` (fit and per-set prediction timed);
+:func:`~bench.jobs.classification_runner.prepare_job` (fit and per-set prediction timed);
 its predictive is scored on the in-distribution test part (Fashion-MNIST: the 8k of the 2k/8k
 split) and each OOD test set present.
 
@@ -33,9 +33,11 @@ from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
 from bench.jobs.classification_runner import (
     ClassificationJob,
-    ClassificationRunner,
     VariantPredictions,
     ood_scores,
+    predict_variants,
+    prepare_job,
+    record_health,
     short_name,
     test_and_ood_sets,
 )
@@ -74,11 +76,13 @@ def variant_cells(cfg: DictConfig, job: ClassificationJob, variant: VariantPredi
                                if key in ("nll", "brier", "ece", "confidence")})
 
 
-RUNNER = ClassificationRunner(input_sets=input_sets, cells=variant_cells)
-
-
 @takes(datasets=(ImageClassificationData,), methods=(OnlineMarglik,))
 def run(cfg: DictConfig) -> TaskResult:
     """Train the structure's network and prior by online marginal likelihood, fit its Laplace
     approximation and score it on the test part and the OOD sets."""
-    return RUNNER.run(cfg)
+    job = prepare_job(cfg)
+    sets = input_sets(cfg, job)
+    for variant in predict_variants(cfg, job, sets):
+        variant_cells(cfg, job, variant)
+        record_health(job, variant)
+    return job.result

@@ -1,7 +1,7 @@
 """Out-of-distribution detection of classification methods: Laplace Redux Tables 3 and 4.
 
 One job = (method node, model seed), through
-:class:`~bench.jobs.classification_runner.ClassificationRunner`: every variant of the method node
+:func:`~bench.jobs.classification_runner.prepare_job`: every variant of the method node
 (``LA`` and ``LA*`` of the Laplace node; one row for the others) fitted on the seed's stored
 MAP network or trained from scratch, then its predictive on the in-distribution test part
 (MNIST: the 8k of the 2k/8k split) and on each OOD test set of the dataset node.
@@ -29,9 +29,11 @@ from bench.harness.result import CELL_UNITS, NEUTRAL_CELLS, TaskResult
 from bench.harness.task_inputs import takes
 from bench.jobs.classification_runner import (
     ClassificationJob,
-    ClassificationRunner,
     VariantPredictions,
     ood_scores,
+    predict_variants,
+    prepare_job,
+    record_health,
     short_name,
     test_and_ood_sets,
 )
@@ -62,10 +64,12 @@ def variant_cells(cfg: DictConfig, job: ClassificationJob, variant: VariantPredi
         job.result.add(row, "prior_precision", prior)
 
 
-RUNNER = ClassificationRunner(input_sets=test_and_ood_sets, cells=variant_cells)
-
-
 @takes(datasets=(ImageClassificationData,))
 def run(cfg: DictConfig) -> TaskResult:
     """Fit the method node's variants on the seed's MAP network; score OOD detection."""
-    return RUNNER.run(cfg)
+    job = prepare_job(cfg)
+    sets = test_and_ood_sets(cfg, job)
+    for variant in predict_variants(cfg, job, sets):
+        variant_cells(cfg, job, variant)
+        record_health(job, variant)
+    return job.result

@@ -38,8 +38,9 @@ from bench.harness.task_inputs import capability, takes
 from bench.harness.timing import Stopwatch
 from bench.jobs.classification_runner import (
     ClassificationJob,
-    ClassificationRunner,
     VariantPredictions,
+    prepare_job,
+    record_health,
 )
 from bench.metrics.classification import accuracy, classification_metrics
 from bench.predictive.categorical import Categorical
@@ -159,12 +160,13 @@ def temperature_cells(cfg: DictConfig, job: ClassificationJob, variant: VariantP
     result.arrays.update(curves)
 
 
-RUNNER = ClassificationRunner(input_sets=test_and_all_ood_sets, cells=temperature_cells,
-                              predict=tempered_posterior)
-
-
 @takes(datasets=(ImageClassificationData,), methods=(TemperedPredictive,))
 def run(cfg: DictConfig) -> TaskResult:
     """Fit one structure on the stored MAP network, then evaluate every temperature."""
     job_temperatures(cfg)  # checked before the network is trained
-    return RUNNER.run(cfg)
+    job = prepare_job(cfg)
+    sets = test_and_all_ood_sets(cfg, job)
+    for variant in tempered_posterior(cfg, job, sets):
+        temperature_cells(cfg, job, variant)
+        record_health(job, variant)
+    return job.result
