@@ -121,6 +121,35 @@ def configured_method_node(cfg: DictConfig) -> DictConfig:
     return merged_method_node(cfg.method, settings)
 
 
+def map_reference(cfg: DictConfig, job: ClassificationJob, method: Any) -> MapClassifier | None:
+    """The MAP network's own softmax in the method's prediction batch size: the timing
+    reference of a method's predictions (None without a MAP network)."""
+    if job.network is None:
+        return None
+    reference = MapClassifier(prediction=getattr(method, "prediction", MapClassifier.prediction),
+                              device=str(cfg.device))
+    reference.fit(job.training, job.seed, base=job.network)
+    return reference
+
+
+def predictions_beside_map(method: Any, sets: Mapping[str, Tensor],
+                           reference: MapClassifier | None
+                           ) -> tuple[dict[str, Any], dict[str, float], float | None]:
+    """The method's predictive on each set with its seconds, and the seconds the MAP
+    ``reference`` takes on the same inputs right after each (None without one): measured
+    side by side."""
+    predictives, seconds, map_seconds = {}, {}, 0.0
+    for name, inputs in sets.items():
+        watch = Stopwatch()
+        predictives[name] = method.predict(inputs)
+        seconds[name] = watch.elapsed()
+        if reference is not None:
+            watch = Stopwatch()
+            reference.predict(inputs)
+            map_seconds += watch.elapsed()
+    return predictives, seconds, None if reference is None else map_seconds
+
+
 def predict_variants(cfg: DictConfig, job: ClassificationJob, sets: Mapping[str, Tensor]
                      ) -> list[VariantPredictions]:
     """Fit every variant of the (configured) method node and predict on each of ``sets``.
@@ -142,25 +171,12 @@ def predict_variants(cfg: DictConfig, job: ClassificationJob, sets: Mapping[str,
                                    base=job.network):
         row, method, diagnostics, fit_s = (variant.row, variant.method, variant.diagnostics,
                                            variant.fit_s)
-        reference = None
-        if job.network is not None:
-            reference = MapClassifier(prediction=getattr(
-                method, "prediction", MapClassifier.prediction),
-                device=str(cfg.device))
-            reference.fit(job.training, job.seed, base=job.network)
-        predictives, seconds, map_seconds = {}, {}, 0.0
-        for name, inputs in sets.items():
-            watch = Stopwatch()
-            predictives[name] = method.predict(inputs)
-            seconds[name] = watch.elapsed()
-            if reference is not None:
-                watch = Stopwatch()
-                reference.predict(inputs)
-                map_seconds += watch.elapsed()
+        predictives, seconds, map_seconds = predictions_beside_map(
+            method, sets, map_reference(cfg, job, method))
         result.timings.update({f"{row}/fit_s": fit_s, f"{row}/predict_s": sum(seconds.values())})
         result.timings["fit_s"] += fit_s
         result.timings["predict_s"] += sum(seconds.values())
-        if reference is not None:
+        if map_seconds is not None:
             result.timings[f"{row}/map_predict_s"] = map_seconds
             result.timings["map_predict_s"] += map_seconds
         fitted[row] = diagnostics
