@@ -57,16 +57,22 @@ import dataclasses
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import torch
 from hydra.utils import get_class
 from torch import Tensor, nn
-from torch.utils.data import DataLoader, TensorDataset
 
 from bench.datasets.augmentation import Augment
 from bench.harness.errors import ConfigError, require_choice, require_positive
 from bench.harness.rng import derived_seed, make_generator
+from bench.methods.laplace.la_backends import (
+    BACKENDS,
+    NOT_STATE,
+    ClassificationTrainData,
+    backend_class,
+    train_loader,
+)
 from bench.methods.laplace.la_predictives import (
     LINK_APPROXIMATIONS,
     PRED_TYPES,
@@ -82,7 +88,6 @@ STRUCTURES = ("diag", "kron", "full", "lowrank")
 # LowRankLaplace asks the old asdfghjkl module for its eigenpairs (not installed); ours hands it
 # the GGN's (bench.methods.laplace.lowrank_laplace). Over all weights only, post hoc.
 BUILT_HERE = {"lowrank": "bench.methods.laplace.lowrank_laplace.GGNLowRankLaplace"}
-BACKENDS = ("AsdlGGN", "AsdlEF", "CurvlinopsGGN", "CurvlinopsEF", "BackPackGGN", "BackPackEF")
 PRIOR_TUNINGS = ("fixed", "marglik", "online_marglik")  # PRIOR_FITS' keys
 # Combinations Laplace Redux leaves out of its variant grid (appendix C.1: "do not work well at
 # all"): (subset_of_weights, prior_tuning) -> why. A one-line ConfigError names them.
@@ -92,9 +97,6 @@ LEFT_OUT = {("last_layer", "online_marglik"): "Laplace Redux C.1 leaves online L
 LOW_RANK_SCOPE = ("all", ("fixed", "marglik"), "laplace-torch's low-rank Laplace covers all "
                   "weights and cannot be refitted, so it is post hoc over all weights only")
 PRIOR_STRUCTURES = ("scalar", "layerwise", "diag")
-# Attributes of a fitted laplace-torch object that are not its state: ``data`` is the first
-# training batch, which last-layer Laplace keeps only to find the last layer (laplace-torch 0.3).
-NOT_STATE = ("data",)
 # laplace-torch 0.3's BaseLaplace keeps the parameters of the network it is handed (``params``:
 # the adapter's deep copy of the base network); its last-layer classes fit, tune and predict
 # through their own deep copy (``model``) and the last-layer ``mean``, and never read ``params``.
@@ -104,23 +106,6 @@ UNREAD_BY_LAST_LAYER = ("params",)
 AUGMENT_STREAM = 5
 UNSUPPORTED = {("BackPackEF", "kron", None): "BackPACK has no Kronecker-factored EF",
                ("AsdlEF", "full", "last_layer"): "laplace-torch 0.3 fails on it (shape error)"}
-
-
-class ClassificationTrainData(Protocol):
-    """What a classification method fits on: training inputs and integer labels."""
-
-    train_inputs: Tensor
-    train_labels: Tensor
-
-
-def train_loader(data: ClassificationTrainData, batch_size: int,
-                 dtype: torch.dtype | None = None, inputs: Tensor | None = None) -> DataLoader:
-    """An unshuffled loader over ``(train_inputs, train_labels)`` (inputs cast to ``dtype``);
-    ``inputs`` replaces ``train_inputs`` (e.g. their augmented copy)."""
-    inputs = data.train_inputs if inputs is None else inputs
-    inputs = inputs if dtype is None else inputs.to(dtype)
-    labels = data.train_labels.reshape(-1).long()
-    return DataLoader(TensorDataset(inputs, labels), batch_size=batch_size)
 
 
 def augmented_once(inputs: Tensor, augment: Augment, batch_size: int,
@@ -137,13 +122,6 @@ def network_of(base: Any) -> nn.Module:
         raise TypeError(f"base must be a torch.nn.Module or hold one in .module; got "
                         f"{type(base).__name__}")
     return module
-
-
-def backend_class(name: str) -> type:
-    """laplace-torch's curvature backend class called ``name`` (one of :data:`BACKENDS`)."""
-    import laplace.curvature
-
-    return getattr(laplace.curvature, require_choice("method.backend", name, BACKENDS))
 
 
 def keep_prior(method: LaplaceTorchClassifier) -> None:

@@ -57,7 +57,8 @@ from bench.methods.baselines.scratch_training import (
     require_real,
     training_tensors,
 )
-from bench.methods.laplace.classification import LaplaceTorchClassifier, train_loader
+from bench.methods.laplace.classification import LaplaceTorchClassifier
+from bench.methods.laplace.la_backends import train_loader
 from bench.methods.settings import ModelSettings, PredictionSettings, settings_node
 from bench.predictive.categorical import Categorical
 from bench.training.loop import LoopState, TrainingConfig, fit_parameters

@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader
 
 from bench.curvature.linalg import logdet_shifted
 from bench.harness.errors import require_choice
+from bench.methods.laplace.la_backends import backend_class
 from bench.methods.laplace.marglik_training import Evidence, HyperObjective
 
 
@@ -34,8 +35,6 @@ def fit_laplace(network: nn.Module, loader: DataLoader, subset_of_weights: str,
     last-layer approximation. ``temperature`` < 1 scales the curvature and the log likelihood
     of a subset of the training set up by ``1 / temperature``."""
     from laplace import Laplace
-
-    from bench.methods.laplace.classification import backend_class
 
     options = {"last_layer_name": last_layer} if subset_of_weights == "last_layer" else {}
     if isinstance(prior, Tensor):

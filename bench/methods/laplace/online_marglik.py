@@ -41,13 +41,11 @@ from bench.methods.baselines.scratch_training import (
     stream_seed,
     training_tensors,
 )
-from bench.methods.laplace.classification import (
-    BACKENDS,
+from bench.methods.laplace.la_backends import BACKENDS, NOT_STATE, train_loader
+from bench.methods.laplace.la_predictives import (
     LINK_APPROXIMATIONS,
-    NOT_STATE,
     PRED_TYPES,
     laplace_predictive,
-    train_loader,
 )
 from bench.methods.laplace.marglik import LOG_DETS, fit_laplace, laplace_evidence
 from bench.methods.laplace.marglik_training import (
