@@ -104,23 +104,20 @@ class FittingTrace(Protocol):
 
 @runtime_checkable
 class FullBatchMAP(Method, Protocol):
-    """Says how its MAP network is trained (full-batch Adam of ``lr``, ``steps``,
-    ``lr_schedule`` from the shared initialisation of a seed, then an optional L-BFGS polish),
-    so a task can train a grid of such networks at once (GGN thesis Section 5.1)."""
+    """Trains a grid of MAP networks at once (full-batch Adam from the shared initialisation
+    of a seed, then an optional L-BFGS polish), one per prior precision, the way it trains its
+    own (GGN thesis Section 5.1)."""
 
     likelihood: str
-    lr: float
-    steps: int
-    lr_schedule: str
     polish_iterations: int
-    polish_tolerance: float
     n_predictive_samples: int
 
     def network(self, input_dim: int) -> Any:
         """The network shape for inputs of ``input_dim``."""
 
-    def initial_mean(self, network: Any, seed: int) -> Tensor:
-        """The shared initialisation of ``seed``."""
+    def fit_grid(self, x: Tensor, y: Tensor, likelihood: Any, prior_precisions: list[float],
+                 seed: int, desc: str = ...) -> tuple[Any, dict[str, float]]:
+        """The trained (and polished) networks and their seconds."""
 
 
 @runtime_checkable

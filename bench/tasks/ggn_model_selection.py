@@ -5,12 +5,11 @@ One job = one row of the hyperparameter grid: every prior precision ``delta`` of
 ``grid.prior_precision`` with, for a Gaussian likelihood, the noise variance
 ``sigma^2 = grid.noise_variance[grid.noise_variance_index]`` (a Bernoulli likelihood has no
 noise variance: ``grid.noise_variance`` is null). All networks of the row start from the
-shared initialisation of the job seed and are trained at once
-(:func:`bench.training.network_grid.train_network_grid`, full-batch Adam of the method node's
-``lr``, ``steps`` and ``lr_schedule``); with the node's ``polish_iterations > 0`` each Adam end
-point is then polished by full-batch L-BFGS to ``|grad L| <= polish_tolerance``
-(:func:`bench.training.network_grid.polish_network_grid`, as
-:class:`bench.methods.laplace.ggn_methods.LaplaceGGN` polishes its MAP). At each MAP
+shared initialisation of the job seed and are trained at once by the method
+(:meth:`bench.methods.laplace.ggn_methods.LaplaceGGN.fit_grid`, the training of its own MAP:
+full-batch Adam of the node's ``lr``, ``steps`` and ``lr_schedule``; with the node's
+``polish_iterations > 0`` each Adam end point is then polished by full-batch L-BFGS to
+``|grad L| <= polish_tolerance``). At each MAP
 ``theta*``:
 
 * ``log_evidence``: eq. 3.17-3.18 at ``mu = theta*`` (function-space log-determinant);
@@ -59,7 +58,7 @@ from bench.methods.laplace.ggn_methods import DRAW_STREAM
 from bench.metrics.fit_health import assess, grid_checks
 from bench.models.glm_likelihoods import GaussianLikelihood, Likelihood, make_likelihood
 from bench.models.mlp import MLPShape
-from bench.training.network_grid import GridFit, polish_network_grid, train_network_grid
+from bench.training.network_grid import GridFit
 
 
 def log_grid(node, key: str) -> list[float]:
@@ -156,29 +155,19 @@ class NetworkGrid:
 
 
 def train_row(cfg: DictConfig, method: FullBatchMAP, job: ToyJob) -> NetworkGrid:
-    """Train the row's networks at once from the seed's shared initialisation (``train_s``),
-    then polish them where the method asks (``polish_s``)."""
+    """The row's networks, trained at once by the method (:meth:`FullBatchMAP.fit_grid`:
+    from the seed's shared initialisation, polished where the method asks; ``train_s``,
+    ``polish_s``)."""
     data, result = job.data, job.result
     deltas = log_grid(cfg.grid.get("prior_precision"), "grid.prior_precision")
     noise_variance = noise_variance_of_job(cfg.grid, method.likelihood)
     require_positive("method.n_predictive_samples", method.n_predictive_samples)
-    network = method.network(data.input_dim)
     likelihood = (make_likelihood("bernoulli") if noise_variance is None
                   else GaussianLikelihood(noise_variance))
-    precisions = torch.tensor(deltas, dtype=torch.float64)
-    watch = Stopwatch()
-    fit = train_network_grid(network, data.x_train, data.y_train, likelihood, precisions,
-                             method.initial_mean(network, job.seed), lr=float(method.lr),
-                             steps=int(method.steps), schedule=method.lr_schedule,
-                             desc=f"{len(deltas)} networks")
-    result.timings["train_s"] = watch.elapsed()
-    if method.polish_iterations:
-        watch = Stopwatch()
-        fit = polish_network_grid(network, fit, data.x_train, data.y_train, likelihood,
-                                  precisions, max_iterations=int(method.polish_iterations),
-                                  gradient_tolerance=float(method.polish_tolerance))
-        result.timings["polish_s"] = watch.elapsed()
-    return NetworkGrid(network, likelihood, noise_variance, deltas, fit)
+    fit, seconds = method.fit_grid(data.x_train, data.y_train, likelihood, deltas, job.seed,
+                                   desc=f"{len(deltas)} networks")
+    result.timings.update(seconds)
+    return NetworkGrid(method.network(data.input_dim), likelihood, noise_variance, deltas, fit)
 
 
 def evaluated_grid(grid: NetworkGrid, job: ToyJob, n_samples: int) -> dict[str, list]:

@@ -32,13 +32,14 @@ class GridFit:
     """Trained parameters ``[B, P]``, each network's final objective ``L_b`` and the norm of
     its gradient ``|grad L_b|`` at the end (a stationarity check). After
     :func:`polish_network_grid` also Adam's gradient norm before the polish and the L-BFGS
-    iterations each network took (None / empty when not polished)."""
+    iterations each network took and Adam's parameters (None / empty when not polished)."""
 
     theta: Tensor
     objective: Tensor
     gradient_norm: Tensor
     adam_gradient_norm: Tensor | None = None
     polish_iterations: tuple[int, ...] = ()
+    adam_theta: Tensor | None = None
 
 
 def negative_log_joint(network: MLPShape, theta: Tensor, x: Tensor, y: Tensor,
@@ -78,7 +79,7 @@ def polish_network_grid(network: MLPShape, fit: GridFit, x: Tensor, y: Tensor,
     ``gradient_tolerance``, ``max_iterations`` iterations have run or it stalls), one network
     after the other. ``likelihood`` is shared by every network (a float noise variance).
     The result keeps each network's gradient norm before the polish as
-    ``adam_gradient_norm``."""
+    ``adam_gradient_norm`` and its parameters as ``adam_theta``."""
     results = []
     for b in range(int(prior_precision.shape[0])):
         def objective(point: Tensor, b: int = b) -> Tensor:
@@ -93,4 +94,4 @@ def polish_network_grid(network: MLPShape, fit: GridFit, x: Tensor, y: Tensor,
     return GridFit(theta, objective,
                    torch.tensor([r.gradient_norm_after for r in results], dtype=theta.dtype),
                    torch.tensor([r.gradient_norm_before for r in results], dtype=theta.dtype),
-                   tuple(r.iterations for r in results))
+                   tuple(r.iterations for r in results), fit.theta)

@@ -22,6 +22,7 @@ from torch import Tensor
 from bench.datasets.training_set import TrainingSet
 from bench.harness.errors import ConfigError, require_choice, require_positive
 from bench.harness.rng import derived_seed, make_generator
+from bench.harness.timing import Stopwatch
 from bench.methods.laplace.ggn_laplace import (
     GGNPredictive,
     blr_mean,
@@ -37,7 +38,7 @@ from bench.models.glm_likelihoods import BernoulliLikelihood, Likelihood, make_l
 from bench.models.mlp import MLPShape, init_parameters
 from bench.predictive.categorical import Categorical
 from bench.predictive.densities import Gaussian
-from bench.training.network_grid import polish_network_grid, train_network_grid
+from bench.training.network_grid import GridFit, polish_network_grid, train_network_grid
 
 PREDICTIVES = tuple(GGN_PREDICTIVES)
 LR_SCHEDULES = ("none", "cosine")
@@ -139,25 +140,41 @@ class LaplaceGGN(GGNPosteriorMethod):
             require_positive("method.polish_iterations", self.polish_iterations)
             require_positive("method.polish_tolerance", self.polish_tolerance)
 
+    def fit_grid(self, x: Tensor, y: Tensor, likelihood: Likelihood,
+                 prior_precisions: list[float], seed: int,
+                 desc: str = "L-GGN MAP") -> tuple[GridFit, dict[str, float]]:
+        """One MAP network per prior precision, trained at once by full-batch Adam (``lr``,
+        ``steps``, ``lr_schedule``) from the seed's shared initialisation, then polished by
+        L-BFGS where ``polish_iterations > 0``: the fit and its seconds (``train_s``,
+        ``polish_s``). One training for the posterior's own MAP and a model-selection
+        grid."""
+        network = self.network(int(x.shape[1]))
+        precisions = torch.tensor(prior_precisions, dtype=torch.float64)
+        watch = Stopwatch()
+        fit = train_network_grid(network, x, y, likelihood, precisions,
+                                 self.initial_mean(network, seed), lr=float(self.lr),
+                                 steps=int(self.steps), schedule=self.lr_schedule, desc=desc)
+        seconds = {"train_s": watch.elapsed()}
+        if self.polish_iterations:
+            watch = Stopwatch()
+            fit = polish_network_grid(network, fit, x, y, likelihood, precisions,
+                                      max_iterations=int(self.polish_iterations),
+                                      gradient_tolerance=float(self.polish_tolerance))
+            seconds["polish_s"] = watch.elapsed()
+        return fit, seconds
+
     def fit(self, data: TrainingSet, seed: int, base: Any = None) -> dict[str, Any]:
-        """Train the MAP (and polish it), build the posterior; diagnostics: the final norm of
-        the gradient of the summed negative log joint (after the polish; before it as
-        ``adam_gradient_norm``), the relative distance of eq. 3.12's BLR mean from ``theta*``
-        and the log evidence."""
+        """Train the MAP (and polish it, :meth:`fit_grid`), build the posterior; diagnostics:
+        the final norm of the gradient of the summed negative log joint (after the polish;
+        before it as ``adam_gradient_norm``), the relative distance of eq. 3.12's BLR mean
+        from ``theta*`` and the log evidence."""
         x, y = data.train_inputs, data.train_labels
         network = self.network(int(x.shape[1]))
         likelihood = self.likelihood_model()
-        delta = torch.tensor([float(self.prior_precision)], dtype=torch.float64)
-        fit = train_network_grid(network, x, y, likelihood, delta,
-                                 self.initial_mean(network, seed), lr=float(self.lr),
-                                 steps=int(self.steps), schedule=self.lr_schedule,
-                                 desc="L-GGN MAP")
+        fit, _ = self.fit_grid(x, y, likelihood, [float(self.prior_precision)], seed)
         polished = {}
         if self.polish_iterations:
-            adam = fit.theta[0]
-            fit = polish_network_grid(network, fit, x, y, likelihood, delta,
-                                      max_iterations=int(self.polish_iterations),
-                                      gradient_tolerance=float(self.polish_tolerance))
+            adam = fit.adam_theta[0]
             polished = {"adam_gradient_norm": float(fit.adam_gradient_norm[0]),
                         "polish_iterations": fit.polish_iterations[0],
                         "polish_cap": int(self.polish_iterations),

@@ -295,3 +295,21 @@ def test_laplace_ggn_polish_reaches_a_stationary_map():
     assert polished["blr_mean_shift"] < 1e-5 < rough["blr_mean_shift"]
     with pytest.raises(ConfigError, match="method.polish_tolerance"):
         LaplaceGGN(polish_iterations=10, polish_tolerance=0.0)
+
+
+def test_a_model_selection_grid_trains_each_network_as_the_posterior_trains_its_map():
+    """The model-selection task's grid (Figures 5.2 / 5.3) and L-GGN's own MAP are one
+    training (``LaplaceGGN.fit_grid``): the grid's network at the posterior's delta is its
+    MAP, polished the same way; the other deltas are trained beside it."""
+    x, y = toy_data("gaussian")
+    settings = {"likelihood": "gaussian", "prior_precision": DELTA, "noise_variance": NOISE,
+                "hidden": (6, 6), "lr": 1e-2, "steps": 300, "n_predictive_samples": 5,
+                "polish_iterations": 50, "polish_tolerance": 1e-4}
+    method = LaplaceGGN(**settings)
+    diagnostics = method.fit(TrainingSet(x, y), seed=3)
+    grid, seconds = LaplaceGGN(**settings).fit_grid(x, y, method.likelihood_model(),
+                                                    [DELTA, 10 * DELTA], seed=3)
+    assert set(seconds) == {"train_s", "polish_s"}
+    torch.testing.assert_close(grid.theta[0], method.model.linearisation_point)
+    assert grid.polish_iterations[0] == diagnostics["polish_iterations"]
+    assert not torch.equal(grid.theta[1], grid.theta[0])
