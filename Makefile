@@ -145,7 +145,7 @@ bench-perf: $(INSTALLED)  ## Speed benchmarks (side-by-side ratios) -> reports/p
 	$(PY) -m bench.benchmarks.hmc_sampler_speed --out reports/ssla/hmc-perf.md
 	$(PY) -m bench.benchmarks.la_prediction --out reports/laplace_redux/la-prediction-perf.md
 	$(PY) -m bench.benchmarks.ensemble_training_speed --out reports/laplace_redux/ensemble-perf.md
-	$(PY) -m bench.benchmarks.glm_jacobians --out reports/laplace_redux/glm-jacobians-perf.md
+	$(PY) -m bench.benchmarks.glm_jacobian_speed --out reports/laplace_redux/glm-jacobians-perf.md
 	$(PY) -m bench.benchmarks.subnormal_training --out reports/laplace_redux/subnormal-perf.md
 	$(PY) -m bench.benchmarks.start_up --out reports/start-up.md
 

@@ -39,7 +39,7 @@ from bench.harness.method_nodes import merged_method_node
 from bench.harness.result import TaskResult
 from bench.harness.timing import Stopwatch
 from bench.methods.baselines.map_classifier import MapClassifier
-from bench.metrics.classification import (
+from bench.metrics.classification_scores import (
     accuracy,
     brier,
     calibration_errors,
@@ -214,7 +214,7 @@ def test_and_ood_sets(cfg: DictConfig, job: ClassificationJob) -> dict[str, Tens
 
 def ood_scores(cfg: DictConfig, job: ClassificationJob, variant: VariantPredictions
                ) -> dict[str, float]:
-    """:func:`~bench.metrics.classification.classification_metrics` of a variant on the
+    """:func:`~bench.metrics.classification_scores.classification_metrics` of a variant on the
     in-distribution test part and the OOD sets present (``cfg.metrics`` settings)."""
     data = job.data
     ood = {name: variant.predictives[name] for name in data.available_ood}

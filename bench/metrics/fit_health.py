@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from bench.metrics.classification import accuracy, nll
+from bench.metrics.classification_scores import accuracy, nll
 
 # A fit must explain at least this much (nats per training point) beyond a constant prediction.
 MIN_GAIN_PER_POINT = 0.01

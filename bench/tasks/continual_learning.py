@@ -40,7 +40,7 @@ from bench.harness.result import CELL_UNITS, NEUTRAL_CELLS, TaskResult
 from bench.harness.state_store import stored_state
 from bench.harness.task_inputs import capability, takes
 from bench.harness.timing import Stopwatch
-from bench.metrics.classification import accuracy
+from bench.metrics.classification_scores import accuracy
 
 ROWS = {"kron": "KFAC", "diag": "DIAG"}
 ACCURACY_KIND = "continual_laplace_accuracy"

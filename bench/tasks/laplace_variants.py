@@ -31,7 +31,7 @@ from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
 from bench.jobs.classification_runner import predict_variants, prepare_job, short_name
 from bench.methods.baselines.map_classifier import MapClassifier
-from bench.metrics.classification import classification_metrics, ece
+from bench.metrics.classification_scores import classification_metrics, ece
 from bench.metrics.fit_health import assess, classifier_checks
 from bench.predictive.categorical import Categorical
 

@@ -37,7 +37,7 @@ from bench.harness.result import CELL_UNITS, NEUTRAL_CELLS, TaskResult
 from bench.harness.rng import make_generator
 from bench.harness.task_inputs import takes
 from bench.harness.timing import Stopwatch
-from bench.metrics.classification import accuracy, nll
+from bench.metrics.classification_scores import accuracy, nll
 from bench.predictive.categorical import Categorical
 from bench.training.network_store import recipe_for, trained_network
 from bench.tuning.recipe_choice import RecipeScore, choose_recipe

@@ -42,7 +42,7 @@ from bench.jobs.classification_runner import (
     prepare_job,
     record_health,
 )
-from bench.metrics.classification import accuracy, classification_metrics
+from bench.metrics.classification_scores import accuracy, classification_metrics
 from bench.predictive.categorical import Categorical
 
 STRUCTURE_ROWS = {"diag": "Diag", "kfac": "KFAC", "ekfac": "EKFAC", "bdiag": "B-Diag"}

@@ -23,7 +23,7 @@ from bench.harness.finished_jobs import apply_scale_overrides
 from bench.harness.method_nodes import instantiate_method
 from bench.harness.records import iter_records
 from bench.jobs.classification_runner import configured_method_node
-from bench.metrics.classification import nll
+from bench.metrics.classification_scores import nll
 from bench.reporting.render import render_report
 from bench.reporting.specs import SPECS
 from tests.helpers import REPO, SHARED_DATA, assert_verdict_follows_fit_health, compose_config

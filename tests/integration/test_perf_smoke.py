@@ -186,7 +186,7 @@ def test_network_grid_benchmark_reports_the_floor_under_a_batched_step(tmp_path)
 
 def test_glm_jacobian_benchmark_times_both_paths_to_the_same_jacobians(tmp_path):
     """The quick run writes one row per network; both paths give the same Jacobians."""
-    from bench.benchmarks.glm_jacobians import NETWORKS, main
+    from bench.benchmarks.glm_jacobian_speed import NETWORKS, main
 
     out = tmp_path / "glm-jacobians-perf.md"
     main(["--quick", "--out", str(out)])

@@ -25,7 +25,7 @@ from statistics import median
 from typing import Any
 
 from bench.reporting.claims import ClaimRule, Means, Statistic, cell_means, claim, fraction
-from bench.reporting.figures.laplace_variants import (
+from bench.reporting.figures.variant_grid_plots import (
     BROKEN_ECE,
     VariantRow,
     is_broken,

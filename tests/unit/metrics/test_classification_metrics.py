@@ -14,7 +14,7 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from bench.harness.errors import ConfigError
-from bench.metrics.classification import (
+from bench.metrics.classification_scores import (
     accuracy,
     brier,
     calibration_errors,

@@ -50,7 +50,7 @@ def test_kfac_is_compared_with_the_contending_structures_only():
 
 
 def test_the_figure_leaves_a_broken_predictive_off_its_axes_and_says_so():
-    from bench.reporting.figures.laplace_variants import variant_scatter
+    from bench.reporting.figures.variant_grid_plots import variant_scatter
 
     cells = means(lowrank_ece=77.4)
     record = {"status": "ok", "seed": 0, "protocol": "paper",

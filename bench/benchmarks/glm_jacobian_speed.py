@@ -1,7 +1,7 @@
 """Speed of the GLM predictive's Jacobians: laplace-torch's whole-batch ``jacrev`` against one
 input at a time (:func:`bench.curvature.jacobians.logit_jacobians`).
 
-``python -m bench.benchmarks.glm_jacobians [--images 32] [--wrn-images 16] [--repeats 5]
+``python -m bench.benchmarks.glm_jacobian_speed [--images 32] [--wrn-images 16] [--repeats 5]
 [--threads 1] [--quick] [--out FILE]`` prints (or writes to ``FILE``) a Markdown report. For
 the networks whose all-weights Laplace the Laplace Redux Figure 8 grid fits (LeNet on MNIST at
 the cpu scale's prediction batch of 32; WRN-16-1, the CIFAR smoke stand-in, at its batch of 16)
@@ -70,7 +70,8 @@ def render(argv: list[str], info: dict, results: dict[str, dict]) -> str:
     """The Markdown report."""
     lines = [
         "# GLM predictive Jacobians: laplace-torch's whole batch vs one input at a time", "",
-        f"Command: `python -m bench.benchmarks.glm_jacobians {' '.join(argv)}`".rstrip() + "  ",
+        f"Command: `python -m bench.benchmarks.glm_jacobian_speed {' '.join(argv)}`".rstrip()
+        + "  ",
         f"Commit {info['sha']} · {info['cpu']} · {info['threads']} torch thread(s) · "
         f"torch {info['torch']} · laplace-torch {info['laplace']} · load {info['load']}", "",
         "| network | inputs | parameters | library s | per input s | speed-up | "
