@@ -1,6 +1,6 @@
 """Hydra entry point: ``python -m bench.run experiment=ssla/figure-1 scale=cpu seed=42``.
 
-One job = one record (:func:`bench.harness.jobs.execute`); Hydra's ``-m`` runs a multirun.
+One job = one record (:func:`bench.harness.job_execution.execute`); Hydra's ``-m`` runs a multirun.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from omegaconf import DictConfig
 from bench.cli.interrupt import INTERRUPTED, INTERRUPTED_STATUS
 from bench.cli.single_run import VERSION_BASE, run_single
 from bench.harness.errors import ConfigError
-from bench.harness.jobs import (
+from bench.harness.job_execution import (
     FAILED_JOBS,
     FAILED_JOBS_DIR_ENV,
     failed_job_markers,
@@ -92,7 +92,7 @@ def _validate_and_run(argv: list[str]) -> None:
 def failure_markers(results_dir: Path) -> Iterator[Path]:
     """A fresh folder under ``results_dir`` (shared with the jobs, wherever a launcher runs
     them) named in the environment the jobs inherit, where each failed job leaves a marker
-    (:func:`bench.harness.jobs.note_failed_job`); removed afterwards."""
+    (:func:`bench.harness.job_execution.note_failed_job`); removed afterwards."""
     parent = results_dir / ".hydra"
     parent.mkdir(parents=True, exist_ok=True)
     markers = Path(tempfile.mkdtemp(prefix="failed-jobs-", dir=parent))

@@ -3,7 +3,7 @@
 A job's record folder follows from its composed config alone (:func:`job_identity`), so the
 submitting process can tell a finished job from an unfinished one without running it. On a
 cluster this saves one allocation and a few seconds per finished job; the job itself still
-checks again (:func:`bench.harness.jobs.run_job`), so two submissions racing stay correct.
+checks again (:func:`bench.harness.job_execution.run_job`), so two submissions racing stay correct.
 The sweeper that applies it is ``hydra_plugins.bench_sweeper`` (``conf/hydra/sweeper/bench``).
 """
 

@@ -29,7 +29,7 @@ from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import SlurmLauncher
 from omegaconf import OmegaConf
 
-from bench.harness.jobs import FAILED_JOBS, is_launcher_stop
+from bench.harness.job_execution import FAILED_JOBS, is_launcher_stop
 from bench.harness.multirun_progress import progress_line
 from bench.harness.slurm_watch import (
     FINAL_STATES,

@@ -195,7 +195,7 @@ def run_job(job: list[str], with_record: bool = False):
     Torch runs on one thread, as at capture, so reductions sum in the same order."""
     import torch
 
-    from bench.harness.jobs import execute
+    from bench.harness.job_execution import execute
     from tests.helpers import compose_config
 
     threads = torch.get_num_threads()

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from bench.harness.jobs import execute
+from bench.harness.job_execution import execute
 from bench.reporting.render import render_report
 from bench.reporting.specs import SPECS
 from tests.helpers import compose_config

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from bench.harness.errors import ConfigError
-from bench.harness.jobs import execute
+from bench.harness.job_execution import execute
 from bench.reporting.render import render_report
 from bench.reporting.specs import SPECS
 from bench.training.stopping import STOP_REASONS

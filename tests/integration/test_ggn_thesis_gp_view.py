@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from bench.harness.jobs import execute
+from bench.harness.job_execution import execute
 from bench.reporting.render import render_report
 from bench.reporting.specs import SPECS
 from bench.tasks.gp_explanations import CHECK_ROW, ROW

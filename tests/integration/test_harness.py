@@ -13,7 +13,7 @@ import pytest
 
 from bench.cli.interrupt import READY_FILE_VARIABLE
 from bench.harness.finished_jobs import job_identity
-from bench.harness.jobs import execute
+from bench.harness.job_execution import execute
 from bench.harness.overrides import CONF_DIR, group_options
 from bench.harness.records import iter_records
 from tests.helpers import REPO, compose_config
@@ -221,7 +221,7 @@ def test_failed_jobs_make_multirun_and_reproduce_exit_nonzero(tmp_path):
 def test_two_workers_on_one_job_leave_one_record(tmp_path):
     import threading
 
-    from bench.harness.jobs import run_job
+    from bench.harness.job_execution import run_job
 
     overrides = ["experiment=ssla/table-7", "scale=smoke", f"results_dir={tmp_path}",
                  "task._target_=tests.helpers.sleepy_task", "+task.sleep_s=0.5"]
@@ -241,7 +241,7 @@ def test_two_workers_on_one_job_leave_one_record(tmp_path):
 def test_a_full_disk_while_writing_the_record_is_one_line_leaving_nothing(tmp_path, monkeypatch):
     from bench.harness import records
     from bench.harness.errors import ConfigError
-    from bench.harness.jobs import run_job
+    from bench.harness.job_execution import run_job
 
     def full_disk(fd):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 
 from bench.cli.reproduce_command import main as reproduce
 from bench.harness.finished_jobs import apply_scale_overrides
-from bench.harness.jobs import execute
+from bench.harness.job_execution import execute
 from bench.harness.overrides import group_options
 from bench.harness.records import iter_records
 from bench.models.classifiers import build_classifier

@@ -13,7 +13,7 @@ from laplace.curvature import AsdlGGN
 from bench.cli.reproduce_command import main as reproduce
 from bench.datasets.continual_tasks import permuted_task
 from bench.harness.finished_jobs import apply_scale_overrides
-from bench.harness.jobs import execute
+from bench.harness.job_execution import execute
 from bench.harness.records import iter_records
 from bench.models.classifiers import build_classifier
 from bench.reporting.render import render_report

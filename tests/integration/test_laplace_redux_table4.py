@@ -18,7 +18,7 @@ from hydra.utils import instantiate
 from bench.cli.report_command import main as report
 from bench.cli.reproduce_command import main as reproduce
 from bench.harness.finished_jobs import apply_scale_overrides
-from bench.harness.jobs import execute
+from bench.harness.job_execution import execute
 from bench.harness.records import iter_records
 from bench.models.classifiers import build_classifier
 from bench.reporting.render import render_report
@@ -215,7 +215,7 @@ def test_paper_scale_runs_every_piece_on_cuda():
     assert swag[2:] == ["seed=6", "method=swag"]
     if not torch.cuda.is_available():
         from bench.harness.errors import ConfigError
-        from bench.harness.jobs import check_device
+        from bench.harness.job_execution import check_device
 
         with pytest.raises(ConfigError, match="^device='cuda' is not available"):
             check_device(cfg.device)

@@ -11,7 +11,7 @@ import torch
 from hydra.utils import instantiate
 
 from bench.cli.reproduce_command import sweep_overrides
-from bench.harness.jobs import execute
+from bench.harness.job_execution import execute
 from bench.harness.records import iter_records
 from bench.reporting.data_needs import missing_data
 from bench.reporting.render import render_report

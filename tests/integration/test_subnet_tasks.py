@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bench.harness.jobs import execute
+from bench.harness.job_execution import execute
 from bench.jobs.replication_runner import replication_seeds
 from bench.reporting.render import render_report
 from bench.reporting.specs import SPECS

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.harness.jobs import execute
+from bench.harness.job_execution import execute
 from tests.helpers import SHARED_DATA, compose_config
 
 ROWS = ("SSLA", "ASSLA", "LA")

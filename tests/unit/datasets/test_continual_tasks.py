@@ -10,7 +10,7 @@ import torch
 
 from bench.datasets.continual_tasks import PermutedImageTasks, permuted_task
 from bench.harness.errors import ConfigError
-from bench.harness.jobs import check_dataset_node
+from bench.harness.job_execution import check_dataset_node
 from tests.helpers import compose_config
 from tests.unit.datasets.image_fixtures import write_mnist_like
 

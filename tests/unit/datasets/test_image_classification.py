@@ -15,7 +15,7 @@ from bench.datasets.image_classification import ImageClassificationData, redux_t
 from bench.datasets.image_transforms import NORMALISATIONS
 from bench.datasets.vision import ImageDataMissingError
 from bench.harness.errors import ConfigError
-from bench.harness.jobs import check_dataset_node
+from bench.harness.job_execution import check_dataset_node
 from tests.helpers import compose_config
 from tests.unit.datasets.image_fixtures import (
     write_cifar,

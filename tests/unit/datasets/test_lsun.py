@@ -15,7 +15,7 @@ from bench.datasets.image_files import ImageDataCorruptError, read_image_folder
 from bench.datasets.vision import ImageDataMissingError, find_image_files, load_images
 from bench.harness.errors import ConfigError
 from bench.harness.finished_jobs import apply_scale_overrides
-from bench.harness.jobs import check_dataset_node
+from bench.harness.job_execution import check_dataset_node
 from tests.helpers import compose_config
 from tests.unit.datasets.image_fixtures import write_cifar10_ood_sets, write_lsun_folder
 

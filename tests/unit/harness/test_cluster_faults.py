@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from bench.cli import run_command as run_cli
-from bench.harness.jobs import (
+from bench.harness.job_execution import (
     FAILED_JOBS_DIR_ENV,
     failed_job_markers,
     is_launcher_stop,
@@ -24,7 +24,7 @@ from bench.harness.multirun_progress import MultirunProgress
 from tests.helpers import REPO, compose_config
 
 # submitit's exception as the job sees it (submitit.core.utils.UncompletedJobError): matched by
-# its name and module, as bench.harness.jobs matches it without importing submitit.
+# its name and module, as bench.harness.job_execution matches it without importing submitit.
 UncompletedJobError = type("UncompletedJobError", (RuntimeError,),
                            {"__module__": "submitit.core.utils"})
 
@@ -51,7 +51,8 @@ def test_a_failure_noted_by_a_job_in_another_process_reaches_the_submitting_comm
 
     def remote_job() -> None:
         # What a job in another process (a Slurm node) does: it inherits the environment.
-        code = ("from pathlib import Path; from bench.harness.jobs import note_failed_job; "
+        code = ("from pathlib import Path; "
+                "from bench.harness.job_execution import note_failed_job; "
                 f"note_failed_job(Path({str(folder)!r}))")
         subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env=os.environ)
 

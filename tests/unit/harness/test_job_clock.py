@@ -14,7 +14,7 @@ SLEEPY = ["experiment=ssla/table-7", "scale=smoke", "task._target_=tests.helpers
 
 
 def test_a_sleeping_job_takes_wall_time_but_little_cpu_time(tmp_path):
-    from bench.harness.jobs import run_job
+    from bench.harness.job_execution import run_job
 
     overrides = [*SLEEPY, f"results_dir={tmp_path}"]
     record = run_job(compose_config(overrides), overrides)[1]

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from bench.harness.jobs import run_job
+from bench.harness.job_execution import run_job
 from bench.harness.logs import LOG_NAME, JobLogHandler, job_log, quiet_lightning
 from bench.harness.multirun_progress import progress_line, sweep_size
 from bench.harness.progress import clock, heartbeat

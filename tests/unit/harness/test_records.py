@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from bench.harness.errors import ConfigError
-from bench.harness.jobs import run_job
+from bench.harness.job_execution import run_job
 from bench.harness.records import (
     DamagedRecord,
     archive_failed_record,
@@ -109,7 +109,7 @@ def test_skipping_a_failed_record_says_how_to_rerun_it(tmp_path, caplog):
 
 def test_a_skipped_failed_record_counts_as_a_failure_of_the_run(tmp_path, monkeypatch):
     """A run whose only job is an earlier failed record used to exit 0."""
-    from bench.harness import jobs
+    from bench.harness import job_execution as jobs
 
     overrides = ["task._target_=tests.helpers.failing_task"]
     _run(tmp_path, *overrides)

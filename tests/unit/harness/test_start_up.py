@@ -31,7 +31,7 @@ def test_seconds_since_process_start_is_none_without_proc(tmp_path):
 
 
 def test_only_the_first_job_of_a_process_records_its_start_up(tmp_path, monkeypatch):
-    from bench.harness.jobs import run_job
+    from bench.harness.job_execution import run_job
 
     monkeypatch.setattr(process_clock, "_first_job_taken", False)
     records = []

@@ -16,7 +16,7 @@ from tests.helpers import REPO
 
 HEAVY = ("torchvision", "scipy", "pandas", "lightning", "pyro", "laplace", "matplotlib",
          "transformers", "optuna", "wilds")
-STARTUP = ("bench.cli.run_command", "bench.harness.jobs", "bench.contracts.method",
+STARTUP = ("bench.cli.run_command", "bench.harness.job_execution", "bench.contracts.method",
            "bench.contracts.capabilities", "bench.harness.task_inputs")
 
 

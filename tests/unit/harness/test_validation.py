@@ -54,7 +54,7 @@ def test_empty_results_dir_means_the_default(monkeypatch):
     ("dataset.sigma=0", "dataset.sigma=0 is not valid; it must be a positive number"),
 ])
 def test_dataset_checks_run_before_the_task(override, message, tmp_path):
-    from bench.harness.jobs import run_job
+    from bench.harness.job_execution import run_job
     from tests.helpers import compose_config
 
     overrides = ["experiment=ssla/table-7", "scale=smoke", f"results_dir={tmp_path}", override]
@@ -77,7 +77,7 @@ def test_dataset_checks_run_before_the_task(override, message, tmp_path):
 ])
 def test_a_method_or_dataset_that_does_not_fit_the_experiment_stops_first(overrides, message,
                                                                            tmp_path):
-    from bench.harness.jobs import run_job
+    from bench.harness.job_execution import run_job
     from tests.helpers import compose_config
 
     overrides = [*overrides, "scale=smoke", f"results_dir={tmp_path}"]

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 
 from bench.datasets.training_set import TrainingSet
 from bench.harness.errors import ConfigError
-from bench.harness.jobs import check_method_node
+from bench.harness.job_execution import check_method_node
 from bench.harness.method_nodes import instantiate_method
 from bench.harness.overrides import CONF_DIR
 from bench.harness.rng import make_generator
