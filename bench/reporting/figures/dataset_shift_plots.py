@@ -20,7 +20,6 @@ from bench.reporting.claims import Summary, summarise_cells  # noqa: E402
 from bench.reporting.intervals import clip_band, measure_range  # noqa: E402
 
 _LEVEL_COLUMN = re.compile(r"^(?P<kind>[a-z]+)=(?P<level>[-0-9.e+]+)/(?P<metric>[a-z_]+)$")
-METHOD_ORDER = ("MAP", "DE", "BBB", "CSGHMC", "SWAG", "LA", "LA*")
 
 
 def shift_curve(summaries: dict[tuple[str, str], Any], row: str, metric: str
@@ -34,10 +33,11 @@ def shift_curve(summaries: dict[tuple[str, str], Any], row: str, metric: str
     return sorted(curve, key=lambda item: item[0])
 
 
-def shift_rows(summaries: dict[tuple[str, str], Any]) -> list[str]:
-    """Rows with shift cells: the paper's method order first, then the others."""
+def shift_rows(summaries: dict[tuple[str, str], Any], order: tuple[str, ...] = ()) -> list[str]:
+    """Rows with shift cells: those of ``order`` (the spec's row order) first, in it, then
+    the others sorted."""
     rows = {row for row, column in summaries if _LEVEL_COLUMN.match(column)}
-    return [r for r in METHOD_ORDER if r in rows] + sorted(rows - set(METHOD_ORDER))
+    return [r for r in order if r in rows] + sorted(rows - set(order))
 
 
 def shift_curves(metrics: tuple[str, ...], axis_label: str):
@@ -46,7 +46,7 @@ def shift_curves(metrics: tuple[str, ...], axis_label: str):
 
     def draw(records: list[dict[str, Any]], spec=None):
         summaries: dict[tuple[str, str], Summary] = summarise_cells(records)
-        rows = shift_rows(summaries)
+        rows = shift_rows(summaries, tuple(spec.row_order) if spec is not None else ())
         if not rows:
             raise LookupError("no shift cells in the records")
         fig, axes = plt.subplots(1, len(metrics), figsize=(3.8 * len(metrics), 3.0),

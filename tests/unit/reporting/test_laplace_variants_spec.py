@@ -97,3 +97,14 @@ def test_one_point_tolerances_are_not_judged_below_the_noise_of_500_test_images(
     # The paper's 10,000 images would not resolve a 1-point AUROC tolerance at these AUROCs
     # either, but 10^6 do: the reason goes away once the noise is below half the tolerance.
     assert tolerance_noise_reason([record(1_000_000)]) == ""
+
+
+def test_shift_figure_rows_follow_the_specs_order_then_new_methods_sorted():
+    """A method the paper does not have shows in the dataset-shift figures without a figure
+    module knowing its name: after the spec's rows, sorted."""
+    from bench.reporting.figures.dataset_shift_plots import shift_rows
+
+    summaries = {(row, "rotation=15/accuracy"): None for row in ("LA", "MC-dropout", "MAP",
+                                                                "Ahead")}
+    assert shift_rows(summaries, ("MAP", "DE", "LA")) == ["MAP", "LA", "Ahead", "MC-dropout"]
+    assert shift_rows(summaries) == ["Ahead", "LA", "MAP", "MC-dropout"]
