@@ -45,3 +45,16 @@ def data_root(tmp_path_factory):
     os.environ["BENCH_DATA_DIR"] = str(root)
     yield str(root)
     del os.environ["BENCH_DATA_DIR"]
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Torch on one thread for the test, then as it was: small algebra gains nothing from
+    more, and on a shared machine waiting threads make every step several times slower. A
+    module takes it with ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -17,12 +17,13 @@ job that asks for the same one; the record says which (``state_reused``).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from torch import Tensor
 
 from bench.datasets.training_set import TrainingSet
+from bench.harness.errors import ConfigError
 from bench.harness.state_store import Checkpoints, stored_state
 from bench.methods.laplace.ggn_laplace import GGNPredictive
 from bench.methods.laplace.ggn_methods import GGNPosteriorMethod
@@ -53,31 +54,24 @@ def fits_summary(result: ReferenceVIResult) -> list[dict[str, Any]]:
 
 @dataclass
 class ReferenceGaussianVI(GGNPosteriorMethod):
-    """The best of the reference VI's fits (module docstring). The settings are those of
-    :class:`~bench.methods.variational.reference_vi.ReferenceVISettings` (validated there,
-    one-line errors naming ``reference_vi.<key>``)."""
+    """The best of the reference VI's fits (module docstring). ``reference_vi``: the
+    settings of :class:`~bench.methods.variational.reference_vi.ReferenceVISettings` by name
+    (its defaults for those not given; validated there, one-line errors naming
+    ``reference_vi.<key>``)."""
 
     name: str = "reference-VI"
-    guides: tuple[str, ...] = ("diagonal", "low_rank")
-    steps: int = 3000
-    num_particles: int = 32
-    lr: float = 0.01
-    final_lr: float = 0.0005
-    init_scale: float = 0.01
-    rank: int | None = None
-    map_steps: int = 3000
-    map_lr: float = 0.01
-    elbo_samples: int = 1000
+    reference_vi: dict[str, Any] | None = None
     settings: ReferenceVISettings = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        self.settings = ReferenceVISettings(
-            guides=tuple(self.guides), steps=int(self.steps),
-            num_particles=int(self.num_particles), lr=float(self.lr),
-            final_lr=float(self.final_lr), init_scale=float(self.init_scale),
-            rank=None if self.rank is None else int(self.rank), map_steps=int(self.map_steps),
-            map_lr=float(self.map_lr), elbo_samples=int(self.elbo_samples))
+        given = dict(self.reference_vi or {})
+        known = {f.name for f in fields(ReferenceVISettings)}
+        unknown = sorted(set(given) - known)
+        if unknown:
+            raise ConfigError(f"reference_vi has {unknown}, which the reference VI does not "
+                              f"take; choose from: {', '.join(sorted(known))}")
+        self.settings = ReferenceVISettings(**given)
 
     def recipe(self, data: TrainingSet) -> dict[str, Any]:
         """What decides the stored fit besides the seed."""
@@ -109,6 +103,6 @@ class ReferenceGaussianVI(GGNPosteriorMethod):
         network = self.network(int(x.shape[1]))
         self._finish(GGNPredictive(network, q, q.mean, self.likelihood_model()), seed)
         return {"best_start": state["best_start"], "best_guide": state["best_guide"],
-                "reference_fits": state["fits"], "svi_steps": int(self.steps),
+                "reference_fits": state["fits"], "svi_steps": int(self.settings.steps),
                 "state_reused": stored.reused, "recipe_hash": stored.recipe_hash,
                 "n_params": network.n_params}

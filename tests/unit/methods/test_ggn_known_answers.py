@@ -55,14 +55,7 @@ GAUSS_HERMITE = np.polynomial.hermite.hermgauss(60)
 LOWER = torch.tril_indices(P, P)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Torch on one thread: the 3 x 3 algebra gains nothing from more, and on a shared
-    machine the threads' waiting makes every iteration several times slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def assert_near(actual: torch.Tensor, expected: torch.Tensor, atol: float,

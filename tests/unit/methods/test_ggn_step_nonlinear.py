@@ -77,13 +77,7 @@ CASES = [(network, likelihood, state) for network in NETWORKS for likelihood in 
          for state in MEAN_SCALES]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Torch on one thread: small matrices, a shared machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def seeded(seed: int) -> torch.Generator:

@@ -23,25 +23,17 @@ from tests.unit.methods.test_ggn_known_answers import (
 from tests.unit.methods.test_reference_vi import GAP_SHARE_OF_SE
 from tests.unit.metrics.test_elbo import FIVE_SIGMA, log_evidence
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Torch on one thread (3-parameter algebra)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def blr_method(**changes) -> ReferenceGaussianVI:
     """The linear 'network' (no hidden layer) of the known-answer tests, full-rank guide, many
     vectorised particles (the settings of tests/unit/methods/test_reference_vi.py)."""
-    settings = {"likelihood": "gaussian", "prior_precision": BLR_DELTA,
-                "noise_variance": BLR_NOISE, "hidden": (), "guides": ("full_rank",),
-                "steps": 300, "num_particles": 1024, "lr": 0.1, "final_lr": 0.001,
-                "init_scale": 0.1, "map_steps": 0, "elbo_samples": 4000,
-                "n_predictive_samples": 10}
-    return ReferenceGaussianVI(**{**settings, **changes})
+    settings = {"guides": ("full_rank",), "steps": 300, "num_particles": 1024, "lr": 0.1,
+                "final_lr": 0.001, "init_scale": 0.1, "map_steps": 0, "elbo_samples": 4000}
+    return ReferenceGaussianVI(likelihood="gaussian", prior_precision=BLR_DELTA,
+                               noise_variance=BLR_NOISE, hidden=(), n_predictive_samples=10,
+                               reference_vi={**settings, **changes})
 
 
 def test_the_kept_q_is_the_blr_posterior_and_its_recorded_elbo_the_log_evidence(tmp_path):
@@ -68,6 +60,8 @@ def test_bad_settings_name_their_key():
         blr_method(guides=("banded",))
     with pytest.raises(ConfigError, match="reference_vi.steps"):
         blr_method(steps=0)
+    with pytest.raises(ConfigError, match=r"reference_vi has \['particles'\].*num_particles"):
+        blr_method(particles=4)
 
 
 def test_the_fit_is_stored_once_and_loaded_by_the_next_job_of_the_same_data(tmp_path):

@@ -61,13 +61,7 @@ KNOWN_ANSWER = ReferenceVISettings(steps=300, num_particles=1024, lr=0.1, final_
 ZERO = torch.zeros(P, dtype=torch.float64)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Torch on one thread (3-parameter algebra; threads only wait on a shared machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def kl_to_posterior(q) -> float:

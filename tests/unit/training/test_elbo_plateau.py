@@ -28,13 +28,7 @@ from tests.unit.methods.test_ggn_known_answers import (
 NOISE = torch.randn(400, generator=make_generator(0), dtype=torch.float64)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Torch on one thread (3-parameter algebra)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def estimates(levels: list[float], shift_sd: float = 0.01) -> list[torch.Tensor]:
