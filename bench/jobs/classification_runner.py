@@ -224,11 +224,14 @@ def ood_scores(cfg: DictConfig, job: ClassificationJob, variant: VariantPredicti
         ood_score=str(cfg.metrics.ood_score))
 
 
-def record_health(job: ClassificationJob, variant: VariantPredictions) -> None:
-    """The variant's health (:func:`bench.metrics.fit_health.classifier_checks` on the
-    in-distribution test part) into ``job.result.health[variant.row]``, when the variant
+def record_health(job: ClassificationJob, variant: VariantPredictions,
+                  test_set: str | None = None) -> None:
+    """The variant's health (:func:`bench.metrics.fit_health.classifier_checks`) into
+    ``job.result.health[variant.row]``, on the in-distribution test part or the input set
+    ``test_set`` (its labels in ``job.labels``, else the test labels), when the variant
     predicted on it."""
-    predictive = variant.predictives.get(job.data.images)
+    name = job.data.images if test_set is None else test_set
+    predictive = variant.predictives.get(name)
     if predictive is not None:
-        job.result.health[variant.row] = assess(classifier_checks(predictive,
-                                                                  job.splits.y_test))
+        labels = job.labels.get(name, job.splits.y_test)
+        job.result.health[variant.row] = assess(classifier_checks(predictive, labels))

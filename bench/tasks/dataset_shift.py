@@ -17,7 +17,8 @@ Cells, row = the variant's row name, column ``<level>/<metric>`` (``angle=15/bri
 ``severity=3/accuracy``): ``brier`` (sum over classes), ``accuracy``, ``nll``, ``confidence``,
 ``ece`` and ``mce`` (100 bins, every point) and ``ece_paper`` (the authors' code, which drops
 confidences >= 0.99; no cell where that leaves no point). Arrays ``levels`` and
-``<row>/<metric>`` hold the curves.
+``<row>/<metric>`` hold the curves. Health (``record["health"][row]``): finite NLL and accuracy
+above chance on the least shifted set (rotation 0, severity 0: the unshifted test part).
 """
 
 from __future__ import annotations
@@ -97,7 +98,9 @@ def run(cfg: DictConfig) -> TaskResult:
     """Fit the method node's variants on the seed's MAP network; score every shift level."""
     job = prepare_job(cfg)
     sets = input_sets(cfg, job)
+    least_shifted = level_column(str(cfg.shift.kind), min(job.result.arrays["levels"]),
+                                 "inputs")
     for variant in predict_variants(cfg, job, sets):
         variant_cells(cfg, job, variant)
-        record_health(job, variant)
+        record_health(job, variant, least_shifted)
     return job.result

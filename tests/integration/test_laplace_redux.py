@@ -83,6 +83,17 @@ def test_table_3_cells_are_the_stored_networks_confidences(results):
 
 
 @pytest.mark.second_tier
+def test_figure_9_records_every_rows_health_on_the_least_shifted_images(results):
+    """Figure 9's input sets are named by shift level, so health is taken on the least
+    shifted one (its records had none before): finite NLL and accuracy against chance."""
+    for record in records_of(results, "figure-9"):
+        rows = {c["row"] for c in record["cells"]}
+        assert rows and set(record["health"]) == rows
+        for health in record["health"].values():
+            assert "finite" in health["checks"] and len(health["checks"]) >= 2
+
+
+@pytest.mark.second_tier
 def test_figure_9_reuses_the_table_3_networks(results):
     table = {r["method"]: r for r in records_of(results, "table-3")}
     records = records_of(results, "figure-9")
