@@ -31,6 +31,7 @@ from bench.curvature.jacobians import jacobian_ggn
 from bench.datasets.snelson import SnelsonGapData
 from bench.harness.rng import make_generator
 from bench.methods.variational.ggn_natural_gradient import (
+    NaturalGradientSchedule,
     NaturalGradientState,
     ggn_pseudo_data,
     natural_gradient_step,
@@ -84,8 +85,8 @@ def bench_row(cfg: dict, problem: dict, label: str, algorithm: str, samples: int
 
     def loop():
         run_natural_gradient_vi(algorithm, network, x, y, likelihood, DELTA, start,
-                                step_size=STEP, iterations=cfg["iterations"],
-                                initial_variance=0.1, mc_samples=samples,
+                                schedule=NaturalGradientSchedule(STEP, cfg["iterations"], 0.1,
+                                                                 samples),
                                 generator=make_generator(1))
 
     loop_wall, loop_cpu = seconds(loop, 1)

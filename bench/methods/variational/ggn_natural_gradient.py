@@ -176,15 +176,34 @@ class NaturalGradientTrace:
         self.elbo_improvement_standard_error = monitor.improvement_standard_error
 
 
+@dataclass(frozen=True)
+class NaturalGradientSchedule:
+    """How the updates run, checked once here (one-line errors naming ``method.<key>``): the
+    step size ``gamma`` in ``(0, 1]``, at most ``iterations`` updates, the start
+    ``Sigma_0 = initial_variance I`` and ``mc_samples`` draws per update."""
+
+    step_size: float
+    iterations: int
+    initial_variance: float
+    mc_samples: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "step_size",
+                           require_step_size("method.step_size", self.step_size))
+        for key in ("iterations", "initial_variance", "mc_samples"):
+            require_positive(f"method.{key}", getattr(self, key))
+
+
 def run_natural_gradient_vi(algorithm: str, network: MLPShape, x: Tensor, y: Tensor,
                             likelihood: Likelihood, prior_precision: float,
-                            initial_mean: Tensor, *, step_size: float, iterations: int,
-                            initial_variance: float, mc_samples: int,
+                            initial_mean: Tensor, *, schedule: NaturalGradientSchedule,
                             generator: torch.Generator,
                             stopping: StationarityRule | None = None,
                             elbo_rule: ElboPlateauRule | None = None, elbo_seed: int = 0,
                             ) -> tuple[NaturalGradientState, NaturalGradientTrace]:
-    """At most ``iterations`` updates from ``N(initial_mean, initial_variance I)``, fewer when,
+    """At most ``schedule.iterations`` updates of ``schedule.step_size`` with
+    ``schedule.mc_samples`` draws each from ``N(initial_mean, schedule.initial_variance I)``,
+    fewer when,
     after the precision has forgotten its start, ``stopping`` finds the mean stationary
     (window averages for VOGGN and LGVA, every iterate of the window for OGGN; stop reason
     ``stationary``) or ``elbo_rule`` finds the ELBO on its plateau (its estimates drawn from
@@ -193,16 +212,14 @@ def run_natural_gradient_vi(algorithm: str, network: MLPShape, x: Tensor, y: Ten
     stopping = stopping or StationarityRule()
     elbo_monitor = ElboPlateauMonitor(elbo_rule or ElboPlateauRule())
     rule = pseudo_data_rule(algorithm)
-    step_size = require_step_size("method.step_size", step_size)
-    require_positive("method.iterations", iterations)
-    require_positive("method.initial_variance", initial_variance)
-    require_positive("method.mc_samples", mc_samples)
-    state = NaturalGradientState.isotropic(initial_mean.detach().clone(), initial_variance)
+    step_size, mc_samples = schedule.step_size, schedule.mc_samples
+    state = NaturalGradientState.isotropic(initial_mean.detach().clone(),
+                                           schedule.initial_variance)
     trace = NaturalGradientTrace()
     monitor = StationarityMonitor(stopping, averaged=rule.averaged)
     forgotten_after = forgetting_iterations(step_size, FORGETTING_TOLERANCE)
     with torch.no_grad():
-        for t in progress(range(iterations), desc=algorithm, unit="it"):
+        for t in progress(range(schedule.iterations), desc=algorithm, unit="it"):
             f_hat, jacobians = rule(network, state, x, mc_samples, generator)
             gradient, rows = pseudo_data_statistics(f_hat, jacobians, y, likelihood)
             objective_gradient = gradient - prior_precision * state.mean
@@ -264,13 +281,13 @@ class NaturalGradientGGN(GGNPosteriorMethod):
                                        repr=False)
     elbo_rule: ElboPlateauRule = field(default_factory=ElboPlateauRule, init=False,
                                        repr=False)
+    schedule: NaturalGradientSchedule = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         pseudo_data_rule(self.algorithm)
-        self.step_size = require_step_size("method.step_size", self.step_size)
-        for key in ("iterations", "initial_variance", "mc_samples"):
-            require_positive(f"method.{key}", getattr(self, key))
+        self.schedule = NaturalGradientSchedule(self.step_size, self.iterations,
+                                                self.initial_variance, self.mc_samples)
         self.stopping = StationarityRule(self.stop_window, self.stop_gradient_tolerance,
                                          self.stop_step_tolerance)
         self.elbo_rule = ElboPlateauRule(self.stop_elbo_every, self.stop_elbo_samples,
@@ -294,9 +311,7 @@ class NaturalGradientGGN(GGNPosteriorMethod):
         watch = Stopwatch()
         state, trace = run_natural_gradient_vi(
             self.algorithm, network, x, y, self.likelihood_model(), float(self.prior_precision),
-            self.initial_mean(network, seed), step_size=self.step_size,
-            iterations=int(self.iterations), initial_variance=float(self.initial_variance),
-            mc_samples=int(self.mc_samples),
+            self.initial_mean(network, seed), schedule=self.schedule,
             generator=make_generator(derived_seed([seed, FIT_STREAM])), stopping=self.stopping,
             elbo_rule=self.elbo_rule, elbo_seed=derived_seed([seed, ELBO_RULE_STREAM]))
         seconds = watch.elapsed()

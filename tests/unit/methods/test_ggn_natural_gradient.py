@@ -17,6 +17,7 @@ from bench.methods.laplace.ggn_methods import LaplaceGGN
 from bench.methods.variational.ggn_natural_gradient import (
     ALGORITHMS,
     NaturalGradientGGN,
+    NaturalGradientSchedule,
     NaturalGradientState,
     ggn_pseudo_data,
     natural_gradient_step,
@@ -222,12 +223,14 @@ def test_damped_oggn_stops_at_a_stationary_point_on_the_prefix_of_the_full_run(
     settings = dict(step_size=step, initial_variance=0.1, mc_samples=1)
     rule = StationarityRule(window=10, gradient_tolerance=tolerance, step_tolerance=tolerance)
     stopped_state, stopped = run_natural_gradient_vi(
-        "oggn", TINY, x, y, lik, DELTA, start, iterations=2000, generator=make_generator(0),
-        stopping=rule, **settings)
+        "oggn", TINY, x, y, lik, DELTA, start,
+        schedule=NaturalGradientSchedule(iterations=2000, **settings),
+        generator=make_generator(0), stopping=rule)
     k = len(stopped.train_nll)
     _, full = run_natural_gradient_vi(
-        "oggn", TINY, x, y, lik, DELTA, start, iterations=k + 20, generator=make_generator(0),
-        **settings)
+        "oggn", TINY, x, y, lik, DELTA, start,
+        schedule=NaturalGradientSchedule(iterations=k + 20, **settings),
+        generator=make_generator(0))
     assert stopped.stop_reason == "stationary" and full.stop_reason == "max_iterations"
     assert max(rule.window, forgetting_iterations(step, 1e-3)) <= k < 2000
     assert stopped.train_nll == full.train_nll[:k]  # deterministic: the same iterates
@@ -248,9 +251,9 @@ def test_oggn_cycling_beside_a_stationary_point_is_not_called_stationary():
     lik = LIKELIHOODS["gaussian"]
     rule = StationarityRule(window=20, gradient_tolerance=1e-3, step_tolerance=1e-3)
     state, trace = run_natural_gradient_vi(
-        "oggn", TINY, x, y, lik, DELTA, random_theta(0), iterations=600,
-        generator=make_generator(0), stopping=rule, step_size=0.3, initial_variance=0.1,
-        mc_samples=1)
+        "oggn", TINY, x, y, lik, DELTA, random_theta(0),
+        schedule=NaturalGradientSchedule(0.3, 600, 0.1, 1), generator=make_generator(0),
+        stopping=rule)
     last = trace.train_nll[-20:]
     assert (max(last) - min(last)) / abs(sum(last) / 20) <= 1e-3  # the NLL band is fooled
     assert trace.stop_reason == "max_iterations"
@@ -313,3 +316,20 @@ def test_a_model_selection_grid_trains_each_network_as_the_posterior_trains_its_
     torch.testing.assert_close(grid.theta[0], method.model.linearisation_point)
     assert grid.polish_iterations[0] == diagnostics["polish_iterations"]
     assert not torch.equal(grid.theta[1], grid.theta[0])
+
+
+def test_the_step_size_is_checked_once_per_fit(monkeypatch):
+    """The schedule is checked where the method is built and handed to the iterations as
+    it is (it was checked in both places before)."""
+    from bench.methods.variational import ggn_natural_gradient as module
+
+    calls = []
+    checked = module.require_step_size
+    monkeypatch.setattr(module, "require_step_size",
+                        lambda key, value: calls.append(key) or checked(key, value))
+    x, y = toy_data("gaussian")
+    method = NaturalGradientGGN(likelihood="gaussian", prior_precision=DELTA, hidden=(3,),
+                                noise_variance=NOISE, step_size=0.5, iterations=3,
+                                n_predictive_samples=2)
+    method.fit(TrainingSet(x, y), seed=0)
+    assert calls == ["method.step_size"]

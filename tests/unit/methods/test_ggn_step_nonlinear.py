@@ -29,6 +29,7 @@ import pytest
 import torch
 
 from bench.methods.variational.ggn_natural_gradient import (
+    NaturalGradientSchedule,
     NaturalGradientState,
     ggn_pseudo_data,
     natural_gradient_step,
@@ -232,7 +233,7 @@ def test_first_iteration_of_the_run_equals_the_thesis_step(algorithm, network, l
     variance, draw_seed = 0.4, 77
     state, trace = run_natural_gradient_vi(
         algorithm, shape, x, y, LIKELIHOODS[likelihood][0], PRIOR_PRECISION, mean,
-        step_size=STEP_SIZE, iterations=1, initial_variance=variance, mc_samples=MC_SAMPLES,
+        schedule=NaturalGradientSchedule(STEP_SIZE, 1, variance, MC_SAMPLES),
         generator=seeded(draw_seed))
     assert len(trace.train_nll) == 1
     precision = torch.eye(shape.n_params, dtype=torch.float64) / variance

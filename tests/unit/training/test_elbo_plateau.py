@@ -11,6 +11,7 @@ from bench.harness.errors import ConfigError
 from bench.harness.rng import make_generator
 from bench.methods.variational.ggn_natural_gradient import (
     NaturalGradientGGN,
+    NaturalGradientSchedule,
     run_natural_gradient_vi,
 )
 from bench.models.glm_likelihoods import BernoulliLikelihood
@@ -85,9 +86,9 @@ def voggn(iterations: int, rule: ElboPlateauRule | None, seed: int = 0):
     x, y = classification_data()
     return run_natural_gradient_vi(
         "voggn", LINEAR, x, y, BernoulliLikelihood(), LOGISTIC_DELTA,
-        torch.zeros(P, dtype=torch.float64), step_size=0.1, iterations=iterations,
-        initial_variance=1.0, mc_samples=1, generator=make_generator(seed), elbo_rule=rule,
-        elbo_seed=100 + seed)
+        torch.zeros(P, dtype=torch.float64),
+        schedule=NaturalGradientSchedule(0.1, iterations, 1.0, 1),
+        generator=make_generator(seed), elbo_rule=rule, elbo_seed=100 + seed)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
