@@ -27,6 +27,19 @@ def require_positive(key: str, value: Any) -> Any:
     return value
 
 
+def require_int_at_least(key: str, value: Any, minimum: int, why: str) -> int:
+    """Return ``value`` if it is an integer (not a bool) of at least ``minimum``, else raise a
+    one-line ConfigError naming ``key`` and saying ``why``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{key}={value!r} is not valid; {why}")
+    return value
+
+
+def require_positive_int(key: str, value: Any) -> int:
+    """``value`` if it is an integer >= 1, else a one-line ConfigError naming ``key``."""
+    return require_int_at_least(key, value, 1, "it must be a positive integer")
+
+
 def physical_memory_bytes() -> int:
     """This machine's physical memory in bytes."""
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

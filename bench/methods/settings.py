@@ -20,7 +20,7 @@ from typing import Any, ClassVar, TypeVar
 
 from torch import nn
 
-from bench.harness.errors import ConfigError, require_choice
+from bench.harness.errors import ConfigError, require_choice, require_positive_int
 from bench.harness.rng import derived_seed, make_generator
 from bench.models.classifiers import CLASSIFIERS, build_classifier
 
@@ -28,13 +28,6 @@ Settings = TypeVar("Settings")
 
 # The random stream a scratch network's initial weights come from (of the fit seed).
 NETWORK_STREAM = (0,)
-
-
-def require_positive_int(key: str, value: Any) -> int:
-    """``value`` if it is an integer >= 1, else a one-line ConfigError naming ``key``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{key}={value!r} is not valid; it must be a positive integer")
-    return value
 
 
 def settings_node(cls: type[Settings], value: Settings | Mapping[str, Any] | None) -> Settings:

@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 from torch.func import vmap
 
-from bench.harness.errors import ConfigError, require_positive
+from bench.harness.errors import ConfigError, require_int_at_least, require_positive
 from bench.harness.rng import make_generator
 from bench.models.glm_likelihoods import Likelihood
 from bench.models.mlp import MLPShape
@@ -98,19 +98,19 @@ def log_likelihoods(network: MLPShape, thetas: Tensor, x: Tensor, y: Tensor,
 
 def elbo_draws(network: MLPShape, x: Tensor, y: Tensor, likelihood: Likelihood,
                prior_precision: float, q: GaussianQ, *, mc_samples: int,
-               generator: torch.Generator) -> tuple[Tensor, float]:
+               generator: torch.Generator,
+               samples_key: str = "elbo.mc_samples") -> tuple[Tensor, float]:
     """The per-draw log likelihoods ``l(theta_s)`` ``[S]`` of ``mc_samples`` draws of ``q``
     from ``generator`` and ``KL(q || prior)``: what :func:`gaussian_elbo` averages. Two q's
     scored with generators of the same seed share their standard normal draws (common random
     numbers), so their per-draw differences give a paired standard error of their ELBO
     difference (:class:`bench.training.elbo_plateau.ElboPlateauMonitor`).
 
-    One-line ConfigErrors: fewer than 2 draws (no standard error), a q of another dimension
-    than the network's, inputs and targets of different lengths, a non-positive ``delta``.
+    One-line ConfigErrors: fewer than 2 draws (no standard error; named ``samples_key``, the
+    caller's config key), a q of another dimension than the network's, inputs and targets of
+    different lengths, a non-positive ``delta``.
     """
-    if isinstance(mc_samples, bool) or not isinstance(mc_samples, int) or mc_samples < 2:
-        raise ConfigError(f"elbo.mc_samples={mc_samples!r} is not valid; the standard error "
-                          "needs at least 2 draws")
+    require_int_at_least(samples_key, mc_samples, 2, "the standard error needs at least 2 draws")
     if int(q.mean.shape[0]) != network.n_params:
         raise ConfigError(f"q is over {int(q.mean.shape[0])} parameters but the network "
                           f"{network.widths} has {network.n_params}")
@@ -124,22 +124,25 @@ def elbo_draws(network: MLPShape, x: Tensor, y: Tensor, likelihood: Likelihood,
 
 def gaussian_elbo(network: MLPShape, x: Tensor, y: Tensor, likelihood: Likelihood,
                   prior_precision: float, q: GaussianQ, *, mc_samples: int,
-                  generator: torch.Generator) -> ElboEstimate:
+                  generator: torch.Generator,
+                  samples_key: str = "elbo.mc_samples") -> ElboEstimate:
     """The ELBO of ``q`` (module docstring) with ``mc_samples`` draws from ``generator``
     (the errors of :func:`elbo_draws`)."""
     draws, kl = elbo_draws(network, x, y, likelihood, prior_precision, q,
-                           mc_samples=mc_samples, generator=generator)
+                           mc_samples=mc_samples, generator=generator, samples_key=samples_key)
     expected = float(draws.mean())
     standard_error = float(draws.std(correction=1)) / math.sqrt(mc_samples)
     return ElboEstimate(expected - kl, standard_error, expected, kl, mc_samples)
 
 
 def fitted_posterior_elbo(model, prior_precision: float, x: Tensor, y: Tensor, *,
-                          mc_samples: int = 1000, seed: int = 0) -> ElboEstimate:
+                          mc_samples: int = 1000, seed: int = 0,
+                          samples_key: str = "elbo.mc_samples") -> ElboEstimate:
     """The ELBO of a fitted GGN posterior (a
     :class:`~bench.methods.laplace.ggn_laplace.GGNPredictive`: its ``network``,
     ``posterior`` and ``likelihood``; any object with those members) on the training data
-    ``(x, y)``, with ``mc_samples`` draws from ``make_generator(seed)``: what a report calls
-    for a record's q."""
+    ``(x, y)``, with ``mc_samples`` draws from ``make_generator(seed)`` (a bad count is an
+    error naming ``samples_key``): what a report calls for a record's q."""
     return gaussian_elbo(model.network, x, y, model.likelihood, prior_precision,
-                         model.posterior, mc_samples=mc_samples, generator=make_generator(seed))
+                         model.posterior, mc_samples=mc_samples, generator=make_generator(seed),
+                         samples_key=samples_key)

@@ -18,14 +18,7 @@ from dataclasses import dataclass, field
 
 from torch import Tensor
 
-from bench.harness.errors import ConfigError
-
-
-def _positive_int(key: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"method.{key}={value!r} is not valid; it must be a positive "
-                          "integer")
-    return value
+from bench.harness.errors import ConfigError, require_int_at_least, require_positive_int
 
 
 @dataclass(frozen=True)
@@ -40,16 +33,13 @@ class ElboPlateauRule:
     ses: float = 2.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.every, bool) or not isinstance(self.every, int) or self.every < 0:
-            raise ConfigError(f"method.stop_elbo_every={self.every!r} is not valid; use 0 "
-                              "(off) or a positive number of iterations")
+        require_int_at_least("method.stop_elbo_every", self.every, 0,
+                             "use 0 (off) or a positive number of iterations")
         if not self.every:
             return
-        _positive_int("stop_elbo_patience", self.patience)
-        if isinstance(self.samples, bool) or not isinstance(self.samples, int) \
-                or self.samples < 2:
-            raise ConfigError(f"method.stop_elbo_samples={self.samples!r} is not valid; the "
-                              "paired standard error needs at least 2 draws")
+        require_positive_int("method.stop_elbo_patience", self.patience)
+        require_int_at_least("method.stop_elbo_samples", self.samples, 2,
+                             "the paired standard error needs at least 2 draws")
         if isinstance(self.ses, bool) or not isinstance(self.ses, int | float) \
                 or not self.ses >= 0:
             raise ConfigError(f"method.stop_elbo_ses={self.ses!r} is not valid; it must be a "

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from bench.harness.errors import ConfigError
+from bench.harness.errors import ConfigError, require_int_at_least
 
 STOP_REASONS = ("stationary", "max_iterations")
 
@@ -42,9 +42,8 @@ class StationarityRule:
     step_tolerance: float = 0.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 0:
-            raise ConfigError(f"method.stop_window={self.window!r} is not valid; use 0 (off) "
-                              "or a positive number of iterations")
+        require_int_at_least("method.stop_window", self.window, 0,
+                             "use 0 (off) or a positive number of iterations")
         if self.window:
             for key in ("gradient_tolerance", "step_tolerance"):
                 value = getattr(self, key)

@@ -29,11 +29,11 @@ import torch
 from torch import Tensor, nn
 
 from bench.datasets.training_set import TrainingSet
-from bench.harness.errors import ConfigError, require_choice
+from bench.harness.errors import ConfigError, require_choice, require_positive_int
 from bench.harness.rng import derived_seed
 from bench.methods.baselines.map_classifier import batched_logits
 from bench.methods.laplace.classification import network_of
-from bench.methods.settings import PredictionSettings, require_positive_int, settings_node
+from bench.methods.settings import PredictionSettings, settings_node
 from bench.predictive.categorical import Categorical
 from bench.training.network_store import RECIPE_NAME, TrainingRecipe, recipe_for, recipe_hash
 from bench.training.stored_network_set import trained_networks

@@ -64,7 +64,7 @@ from hydra.utils import get_class
 from torch import Tensor, nn
 
 from bench.datasets.augmentation import Augment
-from bench.harness.errors import ConfigError, require_choice, require_positive
+from bench.harness.errors import ConfigError, require_choice, require_positive, require_positive_int
 from bench.harness.rng import derived_seed, make_generator
 from bench.methods.laplace.la_backends import (
     BACKENDS,
@@ -78,7 +78,7 @@ from bench.methods.laplace.la_predictives import (
     PRED_TYPES,
     laplace_predictive,
 )
-from bench.methods.settings import PredictionSettings, require_positive_int, settings_node
+from bench.methods.settings import PredictionSettings, settings_node
 from bench.metrics.memory import held_tensors, storage_key
 from bench.predictive.categorical import Categorical
 

@@ -26,11 +26,11 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from bench.datasets.wilds import WildsJob
-from bench.harness.errors import require_choice, require_positive
+from bench.harness.errors import require_choice, require_positive, require_positive_int
 from bench.harness.rng import make_generator
 from bench.methods.baselines.checkpoint_methods import TASKS, task_readout
 from bench.methods.laplace.la_backends import BACKENDS, backend_class
-from bench.methods.settings import PredictionSettings, require_positive_int, settings_node
+from bench.methods.settings import PredictionSettings, settings_node
 from bench.models.wilds_networks import features_and_outputs
 from bench.predictive.categorical import Categorical
 from bench.predictive.densities import Gaussian

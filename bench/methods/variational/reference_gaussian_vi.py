@@ -17,16 +17,16 @@ job that asks for the same one; the record says which (``state_reused``).
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from torch import Tensor
 
 from bench.datasets.training_set import TrainingSet
-from bench.harness.errors import ConfigError
 from bench.harness.state_store import Checkpoints, stored_state
 from bench.methods.laplace.ggn_laplace import GGNPredictive
 from bench.methods.laplace.ggn_methods import GGNPosteriorMethod
+from bench.methods.settings import settings_node
 from bench.methods.variational.covariance_gaussian import CovarianceGaussian
 from bench.methods.variational.reference_vi import (
     ReferenceVIResult,
@@ -65,13 +65,7 @@ class ReferenceGaussianVI(GGNPosteriorMethod):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        given = dict(self.reference_vi or {})
-        known = {f.name for f in fields(ReferenceVISettings)}
-        unknown = sorted(set(given) - known)
-        if unknown:
-            raise ConfigError(f"reference_vi has {unknown}, which the reference VI does not "
-                              f"take; choose from: {', '.join(sorted(known))}")
-        self.settings = ReferenceVISettings(**given)
+        self.settings = settings_node(ReferenceVISettings, self.reference_vi)
 
     def recipe(self, data: TrainingSet) -> dict[str, Any]:
         """What decides the stored fit besides the seed."""

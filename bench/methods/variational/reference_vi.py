@@ -35,6 +35,7 @@ import random
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import pyro
@@ -74,6 +75,7 @@ class ReferenceVISettings:
     """The SVI's settings (module docstring). ``rank``: the low-rank guide's rank (None:
     pyro's ``round(sqrt(P))``); ``init_scale``: the guides' initial standard deviation."""
 
+    KEY: ClassVar[str] = "reference_vi"
     guides: tuple[str, ...] = ("diagonal", "low_rank", "full_rank")
     steps: int = 3000
     num_particles: int = 32

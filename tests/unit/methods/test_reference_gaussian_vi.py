@@ -60,7 +60,9 @@ def test_bad_settings_name_their_key():
         blr_method(guides=("banded",))
     with pytest.raises(ConfigError, match="reference_vi.steps"):
         blr_method(steps=0)
-    with pytest.raises(ConfigError, match=r"reference_vi has \['particles'\].*num_particles"):
+    with pytest.raises(ConfigError,
+                       match=r"reference_vi.particles is not a setting of reference_vi; "
+                             r"choose from: .*num_particles"):
         blr_method(particles=4)
 
 
