@@ -113,6 +113,18 @@ reproduce-all: $(INSTALLED) $(if $(filter paper,$(SCALE)),tune-heteroscedastic) 
 	echo "reproduce-all SCALE=$(SCALE): $$(( ($$(date +%s) - start) / 60 )) min of wall time"; \
 	exit $$status
 
+# One method of your own on every experiment it fits (docs/adding-a-method.md): its jobs at
+# SCALE (finished ones skipped), then REPORTS/leaderboard.md with it in place.
+METHOD ?=
+REPORTS ?= reports
+.PHONY: benchmark leaderboard
+benchmark: $(INSTALLED)  ## Run METHOD=<name> on every experiment it fits, then the leaderboard
+	@test -n "$(METHOD)" || { echo "error: give METHOD=<a conf/method option>, e.g. make benchmark METHOD=mc_dropout" >&2; exit 2; }
+	$(PY) -m bench.benchmark_method $(METHOD) --scale $(SCALE) --out $(REPORTS)$(WORKERS_FLAG)
+
+leaderboard: $(INSTALLED)  ## Re-render REPORTS/leaderboard.md from the records at SCALE
+	$(PY) -m bench.report --leaderboard --scale $(SCALE) --out $(REPORTS)
+
 reports: $(INSTALLED)  ## Re-render every report from existing records
 	$(PY) -m bench.report --all
 	$(PY) -m bench.report --index

@@ -3,6 +3,7 @@
     python -m bench.report ssla/table-7 [more ...] [--scale cpu] [--results-dir DIR] [--out reports]
     python -m bench.report --all [--scale cpu]      # every spec that has records
     python -m bench.report --index                  # rewrite README.md, FINDINGS.md, timing.md
+    python -m bench.report --leaderboard [--scale cpu]  # reports/leaderboard.md
 
 The results folder defaults to ``$BENCH_RESULTS_DIR`` or ``./results``. Without ``--scale``
 the largest scale with records is used (paper > cpu > smoke).
@@ -21,12 +22,15 @@ from bench.reporting.catalog import catalog_entry, make_target
 from bench.reporting.data_needs import NEEDS_DATA, missing_data, render_needs_data
 from bench.reporting.files import summary_path
 from bench.reporting.index import write_overview
+from bench.reporting.leaderboard import LeaderboardError, write_leaderboard
 from bench.reporting.render import ScaleConflict, render_report
 from bench.reporting.spec import ArtifactSpec
 from bench.reporting.specs import SPECS
 from bench.reporting.summary import DamagedSummary, MissingCause
 
 SCALE_ORDER = ("paper", "cpu", "smoke")
+# The leaderboard ranks one scale; without --scale, the scale the committed reports use.
+LEADERBOARD_SCALE = "cpu"
 
 
 class ReportError(Exception):
@@ -124,6 +128,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="rewrite <out>/README.md, FINDINGS.md and timing.md (first reading "
                              "the summary of any report that lacks a current one from its "
                              "files)")
+    parser.add_argument("--leaderboard", action="store_true",
+                        help="render <out>/leaderboard.md (.png, .csv): every method ranked on "
+                             "each artifact's leaderboard metrics, at --scale (default cpu)")
     parser.add_argument("--scale", help="smoke, cpu or paper (default: largest with records)")
     parser.add_argument("--results-dir", type=Path, default=None,
                         help="records folder (default: $BENCH_RESULTS_DIR or ./results)")
@@ -133,8 +140,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.artifacts and args.all:
         parser.error("give artifacts or --all, not both")
-    if not (args.artifacts or args.all or args.index):
-        parser.error("give an artifact, --all or --index")
+    if not (args.artifacts or args.all or args.index or args.leaderboard):
+        parser.error("give an artifact, --all, --index or --leaderboard")
     args.results_dir = args.results_dir or default_results_dir()
     return args
 
@@ -152,7 +159,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"wrote {path} (backfilled from the report's files)")
             for path in write_overview(args.out):
                 print(f"wrote {path}")
-    except (ReportError, MissingCause, DamagedSummary) as err:
+        if args.leaderboard:
+            for path in write_leaderboard(SPECS.values(), args.results_dir, args.out,
+                                          args.scale or LEADERBOARD_SCALE):
+                print(f"wrote {path}")
+    except (ReportError, MissingCause, DamagedSummary, LeaderboardError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 from bench.datasets.conjugate_problems import ConjugateProblem
 from bench.datasets.regression_splits import RegressionSplits
 from bench.datasets.synthetic_networks import SyntheticDataset
+from bench.datasets.training_set import TrainingSet
 from bench.datasets.wilds import WildsJob
 from bench.predictive.categorical import Categorical
 from bench.predictive.densities import Gaussian, GridDensity, QuadratureDensity
@@ -86,6 +87,16 @@ class RegressionNetworkMethod(Method, Protocol):
 
     def fit(self, data: RegressionSplits, seed: int, base: Any = None) -> dict[str, Any]:
         """Fit on the training part (and the base network)."""
+
+
+@runtime_checkable
+class ClassifierMethod(Method, Protocol):
+    """Fits on a :class:`TrainingSet` of images and class labels (and the task's trained MAP
+    network when ``fits_on_base``); ``predict`` gives a Categorical (Laplace Redux Tables 3-5,
+    Figure 9 and the MAP-recipe studies)."""
+
+    def fit(self, data: TrainingSet, seed: int, base: Any = None) -> dict[str, Any]:
+        """Fit on the training set (and the base network)."""
 
 
 @runtime_checkable

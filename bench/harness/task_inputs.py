@@ -83,16 +83,22 @@ def fit_data_type(function: Callable) -> Any:
         return None
 
 
+def takes_data(taken: type, wanted: type) -> bool:
+    """Whether a ``fit`` annotated with ``taken`` takes ``wanted`` data: ``wanted`` is
+    ``taken`` or a subclass of it, or ``taken`` is a protocol whose members ``wanted`` has
+    (a method that asks only for ``train_inputs`` and ``train_labels`` takes a TrainingSet)."""
+    if is_protocol(taken):
+        return all(has_member(wanted, name) for name in protocol_members(taken))
+    return issubclass(wanted, taken)
+
+
 def protocol_gap(cls: type, protocol: type) -> str | None:
     """Why ``cls`` does not follow ``protocol`` (None when it does): the members it lacks, or
     the data its ``fit`` takes when the protocol's ``fit`` names other data."""
     wanted = fit_data_type(protocol.fit) if hasattr(protocol, "fit") else None
     if isinstance(wanted, type) and wanted is not Any and hasattr(cls, "fit"):
         taken = fit_data_type(cls.fit)
-        try:
-            fits = isinstance(taken, type) and taken is not Any and issubclass(wanted, taken)
-        except TypeError:  # a non-runtime protocol as the method's data type
-            fits = False
+        fits = isinstance(taken, type) and taken is not Any and takes_data(taken, wanted)
         if not fits:
             name = getattr(taken, "__name__", "undeclared data")
             return (f"it is not a {protocol.__name__} (its fit takes {name}, not "

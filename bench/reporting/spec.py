@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.datasets.vision import find_image_files, missing_files_message
 from bench.reporting.comparability import averaged_sets_reason, hardware_reason
+from bench.reporting.ranking import RankedMetric
 from bench.reporting.verdicts import Estimate, PrintedDigits, VerdictRule
 
 if TYPE_CHECKING:
@@ -146,6 +147,8 @@ class ArtifactSpec:
         averaged_sets: column -> the sets the paper averages it over; not comparable when
             the records averaged others
             (:func:`bench.reporting.comparability.averaged_sets_reason`).
+        leaderboard: the metrics the leaderboard ranks this artifact's rows on, the primary
+            first (:mod:`bench.reporting.leaderboard`); empty: not on the leaderboard.
         study: the whole artifact is a sensitivity study of ours (arms that deliberately
             differ from the paper's protocol, e.g. MAP recipes), not a paper artifact: its
             verdicts are counted and listed apart from the paper's rows. Rows that
@@ -183,6 +186,7 @@ class ArtifactSpec:
     study: bool = False
     timed: tuple[CellPattern, ...] = ()
     averaged_sets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    leaderboard: tuple[RankedMetric, ...] = ()
 
     def __post_init__(self) -> None:
         if self.spread not in SPREADS:

@@ -28,6 +28,7 @@ import math
 from omegaconf import DictConfig
 from torch import Tensor
 
+from bench.contracts.method import ClassifierMethod
 from bench.datasets.image_classification import ImageClassificationData, ImageTensors
 from bench.harness.errors import ConfigError, require_choice, require_positive
 from bench.harness.result import TaskResult
@@ -93,7 +94,7 @@ def variant_cells(cfg: DictConfig, job: ClassificationJob, variant: VariantPredi
     result.arrays.update(curves)
 
 
-@takes(datasets=(ImageClassificationData,))
+@takes(datasets=(ImageClassificationData,), methods=(ClassifierMethod,))
 def run(cfg: DictConfig) -> TaskResult:
     """Fit the method node's variants on the seed's MAP network; score every shift level."""
     job = prepare_job(cfg)

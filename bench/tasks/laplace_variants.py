@@ -25,6 +25,7 @@ from statistics import fmean
 
 from omegaconf import DictConfig, OmegaConf
 
+from bench.contracts.method import ClassifierMethod
 from bench.datasets.image_classification import ImageClassificationData
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import takes
@@ -82,7 +83,7 @@ def is_map_row_job(cfg: DictConfig) -> bool:
                                 for key, value in wanted.items())
 
 
-@takes(datasets=(ImageClassificationData,))
+@takes(datasets=(ImageClassificationData,), methods=(ClassifierMethod,))
 def run(cfg: DictConfig) -> TaskResult:
     """Fit the composed Laplace variant on the seed's data; score accuracy, NLL, ECE and OOD
     AUROC; time its fit and prediction."""

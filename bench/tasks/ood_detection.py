@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
+from bench.contracts.method import ClassifierMethod
 from bench.datasets.image_classification import ImageClassificationData
 from bench.harness.result import CELL_UNITS, NEUTRAL_CELLS, TaskResult
 from bench.harness.task_inputs import takes
@@ -64,7 +65,7 @@ def variant_cells(cfg: DictConfig, job: ClassificationJob, variant: VariantPredi
         job.result.add(row, "prior_precision", prior)
 
 
-@takes(datasets=(ImageClassificationData,))
+@takes(datasets=(ImageClassificationData,), methods=(ClassifierMethod,))
 def run(cfg: DictConfig) -> TaskResult:
     """Fit the method node's variants on the seed's MAP network; score OOD detection."""
     job = prepare_job(cfg)

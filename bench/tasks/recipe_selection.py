@@ -31,6 +31,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch import Tensor, nn
 
+from bench.contracts.method import ClassifierMethod
 from bench.datasets.image_classification import ImageClassificationData
 from bench.harness.errors import ConfigError
 from bench.harness.result import CELL_UNITS, NEUTRAL_CELLS, TaskResult
@@ -82,7 +83,7 @@ def split_name(images: str, val_size: int, split_seed: int) -> str:
     return f"{images}_without_{val_size}_held_out_seed{split_seed}"
 
 
-@takes(datasets=(ImageClassificationData,))
+@takes(datasets=(ImageClassificationData,), methods=(ClassifierMethod,))
 def run(cfg: DictConfig) -> TaskResult:
     """Train every candidate recipe on the fit part, score it on the held-out part, choose."""
     selection = cfg.selection

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
+from bench.datasets.training_set import TrainingSet
 from bench.methods.laplace.classification import network_of
 from bench.methods.settings import PredictionSettings, settings_node
 from bench.predictive.categorical import Categorical
@@ -40,7 +41,7 @@ class MapClassifier:
     def __post_init__(self) -> None:
         self.prediction = settings_node(PredictionSettings, self.prediction)
 
-    def fit(self, data: Any, seed: int, base: Any = None) -> dict:
+    def fit(self, data: TrainingSet, seed: int, base: Any = None) -> dict:
         """Keep the trained network ``base`` (on ``device``); nothing is fitted."""
         if base is None:
             raise ValueError("MapClassifier.fit needs the trained network (base=)")

@@ -25,6 +25,7 @@ from bench.reporting.claims import (
     fraction,
 )
 from bench.reporting.figures.dataset_shift_plots import shift_curve, shift_curves
+from bench.reporting.ranking import RankedMetric
 from bench.reporting.record_views import in_percent
 from bench.reporting.side_runs import side_run_cause
 from bench.reporting.spec import Anchor, ArtifactSpec, DataNeed
@@ -300,6 +301,9 @@ TABLE_3 = ArtifactSpec(
     artifact="table-3",
     timed=(("prediction time *", ""),),
     title="Table 3: MNIST OOD detection, confidence and AUROC (%)",
+    leaderboard=(RankedMetric("nll_mnist"), RankedMetric("ece_mnist"),
+                 RankedMetric("acc_mnist", "higher"), RankedMetric("auroc_fmnist", "higher"),
+                 RankedMetric("auroc_kmnist", "higher")),
     paper_seed=None,
     row_order=(*ROWS, *SIDE_ROWS),
     column_order=TABLE_3_COLUMNS,
@@ -403,6 +407,8 @@ TABLE_4 = ArtifactSpec(
     artifact="table-4",
     timed=(("prediction time *", ""),),
     title="Table 4: CIFAR-10 OOD detection with WRN-16-4, confidence and AUROC (%)",
+    leaderboard=(RankedMetric("auroc_svhn", "higher"), RankedMetric("auroc_lsun", "higher"),
+                 RankedMetric("auroc_cifar100", "higher")),
     paper_seed=None,
     row_order=ROWS,
     column_order=tuple(f"{m}_{s}" for m in ("conf", "auroc") for s in CIFAR_OOD_SETS),

@@ -23,6 +23,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from bench.harness.overrides import CONF_DIR
+from bench.reporting.ranking import RankedMetric
 from bench.reporting.side_runs import is_side_run, seed_value, side_run_cause
 from bench.reporting.spec import Anchor, ArtifactSpec, DataNeed
 from bench.reporting.verdicts import Factor, Tolerance
@@ -221,6 +222,8 @@ TABLE_2 = ArtifactSpec(
     artifact="table-2",
     title="Table 2: Hessian structures on FMNIST with online marginal likelihood: test "
           "log-likelihood, accuracy, OOD AUROC, prediction time",
+    leaderboard=(RankedMetric("test_loglik", "higher"), RankedMetric("test_acc", "higher"),
+                 RankedMetric("ood_auroc_avg", "higher")),
     paper_seed=None,
     row_order=ROWS,
     column_order=COLUMNS,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bench.reporting.claims import ClaimRule
 from bench.reporting.figures.nn_regression_plots import predictive_bands
+from bench.reporting.ranking import RankedMetric
 from bench.reporting.spec import Anchor, ArtifactSpec
 from bench.reporting.verdicts import PrintedDigits, Tolerance
 
@@ -80,6 +81,7 @@ TABLE_2 = ArtifactSpec(
     paper="ssla",
     artifact="table-2",
     title="Table 2: coverage (%) of central intervals on the heteroscedastic toy's test points",
+    leaderboard=(RankedMetric("nll"), RankedMetric("cov95", nominal=95.0), RankedMetric("crps")),
     paper_seed=PAPER_SEED,
     row_order=ROWS,
     column_order=(*COVERAGE, "nll", "crps", "rmse"),

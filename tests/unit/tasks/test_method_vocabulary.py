@@ -22,7 +22,13 @@ from tests.helpers import REPO
 METHODS = REPO / "conf" / "method"
 
 # The method options each task took when it listed classes (plus the memory task, which now
-# asks for StoredTensors instead of failing inside a job without it).
+# asks for StoredTensors instead of failing inside a job without it, the image classification
+# tasks, which ask for a ClassifierMethod instead of taking any method, and MC dropout, the
+# method added to show the leaderboard).
+CLASSIFIERS = ["bayes_by_backprop", "bayes_by_backprop_kl_sum", "classifier_ensemble",
+               "continual_laplace", "cyclical_sghmc", "cyclical_sghmc_code_counter",
+               "ggn_posteriors", "laplace_classifier", "laplace_ggn", "map_classifier",
+               "online_marglik_diag", "online_marglik_full", "online_marglik_kron", "swag"]
 TASK_METHODS = {
     "conjugate.grid_ppd": ["assla", "ssla", "ssla_assla"],
     "prior_modularity.run": ["assla", "ssla", "ssla_assla"],
@@ -33,8 +39,8 @@ TASK_METHODS = {
     "ggn_predictives.run": ["ggn_posteriors", "laplace_ggn"],
     "gp_explanations.run": ["ggn_gp_view"],
     "hessian_structures.run": ["online_marglik_kron"],
-    "nn_regression.run": ["deep_ensemble", "hmc", "la", "mfvi", "nn_assla", "nn_ssla",
-                          "plugin", "vi"],
+    "nn_regression.run": ["deep_ensemble", "hmc", "la", "mc_dropout", "mfvi", "nn_assla",
+                          "nn_ssla", "plugin", "vi"],
     "structure_uncertainty.run": ["tempered_laplace"],
     "tempered_classification.run": ["tempered_laplace"],
     "subnetwork_coverage.run": ["subnet_laplace"],
@@ -59,7 +65,7 @@ def test_a_family_is_the_data_fit_takes_and_a_capability_its_members():
         "it is not a RegressionNetworkMethod (its fit takes ConjugateProblem, not "
         "RegressionSplits)")
     assert protocol_gap(MapClassifier, ConjugateMethod) == (
-        "it is not a ConjugateMethod (its fit takes Any, not ConjugateProblem)")
+        "it is not a ConjugateMethod (its fit takes TrainingSet, not ConjugateProblem)")
     assert protocol_gap(MapClassifier, StoredTensors) is None
     assert protocol_gap(MapClassifier, TemperedPredictive) == (
         "it is not a TemperedPredictive (no structure, accumulation, prior_precision, "

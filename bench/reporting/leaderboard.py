@@ -1,0 +1,279 @@
+"""The leaderboard: every method that ran on an experiment, ranked, and each method's mean rank
+across experiments (``python -m bench.report --leaderboard``, ``reports/leaderboard.md``).
+
+Built from the records already there, at one scale. An artifact is on it when its spec names
+``leaderboard`` metrics (:class:`bench.reporting.ranking.RankedMetric`, the primary first).
+Per artifact:
+
+- **one protocol**: the corrected one where the records have it (the paper code's quirks are
+  not a method's merit), else the paper's;
+- **only healthy fits**: a row is ranked when every seed's record holds a health verdict for
+  it and every one is healthy; a row with a failed fit on any seed, or written before fit
+  health existed, is listed as not ranked, with the reason (ranking its other seeds would
+  choose seeds by their outcome);
+- rows ranked on the primary metric's mean over seeds with its 95% Student-t interval, ties
+  marked where the intervals overlap; the other metrics are shown beside it.
+
+Across artifacts, a row name's mean rank and mean normalised rank (:func:`mean_ranks`) over
+the artifacts it was ranked in. Row names are the tables' own (``LA`` in Laplace Redux,
+``LA/KFAC`` in SSLA), so a method's rows meet across artifacts only where the tables name
+them alike (a method of the user's own has one name everywhere).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.harness.records import iter_records
+from bench.reporting.compare import ordered_protocols
+from bench.reporting.files import write_atomically
+from bench.reporting.ranking import Standing, mean_ranks, ranked, scored
+from bench.reporting.spec import ArtifactSpec
+
+PREFERRED_PROTOCOLS = ("corrected", "paper", "")
+PAGE_NAME = "leaderboard"
+NO_HEALTH = "health not recorded (records written before fit health; rerun to rank it)"
+
+
+class LeaderboardError(ValueError):
+    """A leaderboard that cannot be drawn as asked (one line)."""
+
+
+@dataclass
+class ArtifactBoard:
+    """One artifact's part of the leaderboard."""
+
+    spec: ArtifactSpec
+    protocol: str = ""
+    n_records: int = 0
+    standings: list[Standing] = field(default_factory=list)
+    others: dict[str, dict[str, tuple[float, float, float]]] = field(default_factory=dict)
+    not_ranked: dict[str, str] = field(default_factory=dict)
+
+
+def chosen_protocol(records: list[dict[str, Any]]) -> str:
+    """The protocol ranked: the first of :data:`PREFERRED_PROTOCOLS` the records have, else
+    the first they have."""
+    present = ordered_protocols(records)
+    for protocol in PREFERRED_PROTOCOLS:
+        if protocol in present:
+            return protocol
+    return present[0] if present else ""
+
+
+def row_health(records: list[dict[str, Any]], row: str) -> str:
+    """Why ``row`` is not ranked ("" when every record has it healthy)."""
+    failed = []
+    for record in records:
+        entry = (record.get("health") or {}).get(row)
+        if entry is None:
+            return NO_HEALTH
+        if not entry.get("healthy", False):
+            failed.append(f"seed {record.get('seed')}: {entry.get('why', '')}")
+    if failed:
+        more = f"; and {len(failed) - 2} more" if len(failed) > 2 else ""
+        return f"fit failed ({'; '.join(failed[:2])}{more})"
+    return ""
+
+
+def seed_values(records: list[dict[str, Any]], column: str) -> dict[str, dict[int, float]]:
+    """row -> seed -> the column's value, the latest record of each seed winning."""
+    ordered = sorted(records, key=lambda record: str(record.get("finished_at") or ""))
+    values: dict[str, dict[int, float]] = {}
+    for record in ordered:
+        for cell in record.get("cells") or ():
+            if cell["column"] == column and cell["value"] is not None:
+                values.setdefault(cell["row"], {})[record.get("seed")] = float(cell["value"])
+    return values
+
+
+def records_with_row(records: list[dict[str, Any]], row: str) -> list[dict[str, Any]]:
+    """The records holding a cell of ``row``."""
+    return [r for r in records if any(cell["row"] == row for cell in r.get("cells") or ())]
+
+
+def artifact_board(spec: ArtifactSpec, records: list[dict[str, Any]]) -> ArtifactBoard:
+    """Rank the spec's rows on its leaderboard metrics from its records (any protocol)."""
+    if spec.record_view is not None:
+        records = [spec.record_view(record) for record in records]
+    protocol = chosen_protocol(records)
+    ok = [r for r in records if r.get("status") == "ok" and r.get("protocol", "") == protocol]
+    board = ArtifactBoard(spec, protocol, len(ok))
+    if not ok:
+        return board
+    columns = {cell["column"] for record in ok for cell in record.get("cells") or ()}
+    for metric in spec.leaderboard:
+        if metric.column not in columns:
+            raise LeaderboardError(
+                f"{spec.key}: leaderboard metric {metric.column!r} is not a column of its "
+                f"records; columns: {', '.join(sorted(columns)[:12])}")
+    primary, *others = spec.leaderboard
+    values = seed_values(ok, primary.column)
+    healthy = {}
+    for row, by_seed in values.items():
+        reason = row_health(records_with_row(ok, row), row)
+        if reason:
+            board.not_ranked[row] = reason
+        else:
+            healthy[row] = by_seed
+    board.standings = ranked(healthy, primary)
+    for metric in others:
+        by_row = seed_values(ok, metric.column)
+        board.others[metric.label] = {
+            row: tuple(scored(by_row[row], metric)[i] for i in (0, 2, 3))
+            for row in healthy if row in by_row}
+    return board
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a Markdown table cell (its pipes escaped)."""
+    return text.replace("|", "\\|")
+
+
+def _number(value: float) -> str:
+    return "–" if not math.isfinite(value) else f"{value:.4g}"
+
+
+def _interval(mean: float, low: float, high: float) -> str:
+    if not math.isfinite(low):
+        return f"{_number(mean)} (1 seed)"
+    return f"{_number(mean)} [{_number(low)}, {_number(high)}]"
+
+
+def board_markdown(board: ArtifactBoard) -> list[str]:
+    """The artifact's section of the page."""
+    spec = board.spec
+    lines = [f"## {spec.key}: {spec.title}", ""]
+    if not board.n_records:
+        lines += ["No records at this scale.", ""]
+        return lines
+    metrics = spec.leaderboard
+    protocol = board.protocol or "(one protocol)"
+    plural = "" if board.n_records == 1 else "s"
+    lines += [f"Protocol ranked: `{protocol}`; {board.n_records} ok record{plural}. Ranked on "
+              f"{_cell(metrics[0].label)}, mean over seeds [95% CI]; `≈` names the rows whose "
+              "interval overlaps (a tie).", ""]
+    header = ["rank", "row", _cell(metrics[0].label), "ties",
+              *(_cell(m.label) for m in metrics[1:]), "seeds"]
+    lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for s in board.standings:
+        others = [_interval(*board.others[m.label][s.row]) if s.row in board.others[m.label]
+                  else "–" for m in metrics[1:]]
+        ties = "≈ " + ", ".join(s.tied_with) if s.tied_with else ""
+        cells = [str(s.rank), _cell(s.row), _interval(s.mean, s.ci_low, s.ci_high),
+                 _cell(ties), *others, str(s.n_seeds)]
+        lines.append("| " + " | ".join(cells) + " |")
+    if not board.standings:
+        lines.append("| – | no healthy row | | | " + "| " * (len(metrics) - 1) + "|")
+    lines.append("")
+    if board.not_ranked:
+        lines += ["Not ranked:", ""]
+        lines += [f"- {row}: {why}" for row, why in sorted(board.not_ranked.items())]
+        lines.append("")
+    return lines
+
+
+def overall_ranks(boards: Iterable[ArtifactBoard]) -> list[tuple[str, float, float, int]]:
+    """Every ranked row's mean rank over the artifacts (:func:`mean_ranks`)."""
+    entries = [(board.spec.key, s.row, s.rank, len(board.standings))
+               for board in boards for s in board.standings]
+    return mean_ranks(entries)
+
+
+def leaderboard_markdown(boards: list[ArtifactBoard], scale: str) -> str:
+    """The whole page."""
+    overall = overall_ranks(boards)
+    lines = [f"# Leaderboard ({scale} scale)", "",
+             "Every method that ran on an artifact whose report names leaderboard metrics, "
+             "ranked from the records (`python -m bench.report --leaderboard`). Only healthy "
+             "fits count: a row with a failed fit on any seed, or whose records predate fit "
+             "health, is listed under its artifact as not ranked. Where an artifact has a "
+             "corrected protocol beside the paper's, the corrected one is ranked (the paper "
+             "code's quirks are not a method's merit). Row names are each table's own.", "",
+             "## Across artifacts", "",
+             "Mean rank on each artifact's primary metric, and the mean normalised rank "
+             "(rank - 1) / (rows ranked - 1): 0 first, 1 last, so that artifacts with many "
+             "rows do not weigh more. Sorted by the normalised rank.", "",
+             "| row | mean normalised rank | mean rank | artifacts |", "|---|---|---|---|"]
+    lines += [f"| {_cell(row)} | {norm:.2f} | {rank:.2f} | {count} |"
+              for row, rank, norm, count in overall]
+    if not overall:
+        lines.append("| – | no ranked row | | |")
+    lines += ["", f"![ranks]({PAGE_NAME}.png)", ""]
+    for board in boards:
+        lines += board_markdown(board)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def ranks_figure(boards: list[ArtifactBoard]):
+    """A heat map of normalised ranks: rows by their mean, one column per artifact."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    overall = overall_ranks(boards)
+    ranked_boards = [b for b in boards if b.standings]
+    rows = [row for row, *_ in overall]
+    grid = np.full((len(rows), max(len(ranked_boards), 1)), np.nan)
+    for j, board in enumerate(ranked_boards):
+        count = len(board.standings)
+        for s in board.standings:
+            grid[rows.index(s.row), j] = (s.rank - 1) / (count - 1) if count > 1 else 0.0
+    figure, axes = plt.subplots(figsize=(2 + 1.2 * grid.shape[1], 1 + 0.35 * max(len(rows), 1)))
+    if not rows:
+        axes.text(0.5, 0.5, "no ranked row at this scale", ha="center", va="center")
+        axes.set_axis_off()
+        return figure
+    image = axes.imshow(grid, cmap="viridis_r", vmin=0, vmax=1, aspect="auto")
+    axes.set_xticks(range(len(ranked_boards)),
+                    [b.spec.key for b in ranked_boards], rotation=30, ha="right")
+    axes.set_yticks(range(len(rows)), rows)
+    figure.colorbar(image, ax=axes, label="normalised rank (0 first)")
+    axes.set_title("Leaderboard: normalised rank per artifact (blank: not ranked)")
+    figure.tight_layout()
+    return figure
+
+
+def leaderboard_boards(specs: Iterable[ArtifactSpec], results_dir: Path,
+                       scale: str) -> list[ArtifactBoard]:
+    """One board per spec with leaderboard metrics, from its records at ``scale``."""
+    boards = []
+    for spec in specs:
+        if spec.leaderboard:
+            records = list(iter_records(results_dir, spec.experiment, scale))
+            boards.append(artifact_board(spec, records))
+    return boards
+
+
+def write_leaderboard(specs: Iterable[ArtifactSpec], results_dir: Path, out_dir: Path,
+                      scale: str) -> list[Path]:
+    """Render ``<out>/leaderboard.md``, ``.png`` and ``.csv`` (smoke scale: under
+    ``<out>/smoke/``, as the smoke reports); returns the paths written."""
+    import matplotlib.pyplot as plt
+
+    folder = Path(out_dir) / "smoke" if scale == "smoke" else Path(out_dir)
+    boards = leaderboard_boards(specs, results_dir, scale)
+    figure = ranks_figure(boards)
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
+    plt.close(figure)
+    table = io.StringIO()
+    writer = csv.writer(table, lineterminator="\n")
+    writer.writerow(["artifact", "protocol", "row", "rank", "score", "mean", "ci_low",
+                     "ci_high", "n_seeds", "tied_with"])
+    for board in boards:
+        for s in board.standings:
+            writer.writerow([board.spec.key, board.protocol, s.row, s.rank,
+                             board.spec.leaderboard[0].label, repr(s.mean), repr(s.ci_low),
+                             repr(s.ci_high), s.n_seeds, "; ".join(s.tied_with)])
+    return [write_atomically(folder / f"{PAGE_NAME}.md", leaderboard_markdown(boards, scale)),
+            write_atomically(folder / f"{PAGE_NAME}.png", buffer.getvalue()),
+            write_atomically(folder / f"{PAGE_NAME}.csv", table.getvalue())]
