@@ -8,16 +8,21 @@ self-check of reproduction notes section 6 are anchors computed from the records
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
+from bench.reporting.causes.ggn_thesis import (
+    SELF_CHECK_CAUSE,
+    Records,
+    max_residual_measured,
+    misclassified_training_images,
+    rank1_neighbours,
+    records_by_seed,
+    self_check_measured,
+)
 from bench.reporting.claims import ClaimRule
 from bench.reporting.figures.gp_view_plots import gp_view_figure
 from bench.reporting.spec import Anchor, ArtifactSpec, DataNeed
 from bench.reporting.verdicts import Interval
 from bench.tasks.gp_explanations import CHECK_ROW, ROW
 
-Records = list[dict[str, Any]]
 # Importances |a_i| below this are ranked as ties at 0 (the image's own label at probability
 # >= 0.99: a fitted point, not a boundary point), so a percentile among near-zero residues
 # (0.001 against 0.0005) cannot call an image a boundary point.
@@ -34,110 +39,6 @@ def metric_mean(name: str):
         return sum(values) / len(values)
 
     return get
-
-
-SELF_CHECK_CAUSE = (
-    "the identity needs grad L(theta*) = 0 (the error is J(x*) grad L / delta, cell "
-    "gradient_norm; the offset m and the kernel sum are each several times larger than f, "
-    "metrics offset_to_logit_norm_ratio and kernel_sum_to_logit_norm_ratio), and this CNN's MAP "
-    "objective, not differentiable at its ReLU and max-pool kinks, has no such point within "
-    "reach. Side run on an earlier training of seed 0's cpu network: full-batch L-BFGS on the "
-    "exact objective (1200 iterations, ~14 CPU-min) lowers L from 90.52 to 84.69 and this "
-    "error to 0.15-0.16, but |grad L| stalls between 2.7 and 3.5; along -grad L the "
-    "directional derivative turns positive within a step of 1e-5 as max-pool windows switch "
-    "their maximum; on 300 training images the same L-BFGS stalls at |grad L| 0.7-1.5 with "
-    "ReLU or with max-pool and gets to 0.03 only with softplus and average pooling. A max-pool "
-    "minimiser can sit on a tie, where autograd's gradient is not 0 and the self-check fails "
-    "(closed-form case in tests/unit/methods/test_gp_view.py)")
-
-MAX_RESIDUAL_SIDE_RUN = (
-    "Side run on an earlier training of seed 0's cpu network (train accuracy 0.99967, max "
-    "|a_i| 0.503): full-batch L-BFGS on the same objective (1200 iterations, ~14 CPU-min, not "
-    "part of the recipe) classifies every training image and leaves max |a_i| = 0.28 (2 of "
-    "3000 above 0.2), at a point that is still not stationary (see the self-check anchor). "
-    "Whether a stationary theta* brings max |a_i| to 0.2 is untested")
-
-
-def _by_seed(records: Records, needed: tuple[str, ...]) -> Records:
-    """The records holding every array of ``needed``, by seed (LookupError: none)."""
-    chosen = sorted((r for r in records if all(n in r.get("arrays", {}) for n in needed)),
-                    key=lambda r: r["seed"])
-    if not chosen:
-        raise LookupError(f"no record has the arrays {', '.join(needed)}")
-    return chosen
-
-
-def _cell(record: dict[str, Any], row: str, column: str) -> float:
-    """The value of one cell of a record (LookupError: none)."""
-    for cell in record.get("cells") or []:
-        if cell["row"] == row and cell["column"] == column:
-            return float(cell["value"])
-    raise LookupError(f"no cell {row} / {column}")
-
-
-def _stationarity(record: dict[str, Any]) -> str:
-    """``|grad L| = ... (relative ...)`` of a record's theta* (cells gradient_norm and
-    relative_gradient_norm)."""
-    return (f"|grad L| = {_cell(record, CHECK_ROW, 'gradient_norm'):.3g} at theta* (relative "
-            f"{_cell(record, CHECK_ROW, 'relative_gradient_norm'):.3g}; 0 at a stationary "
-            "point)")
-
-
-def _training(record: dict[str, Any]) -> str:
-    """The record's training recipe in words (``Adam over 200 epochs (cosine)``), from its
-    config's network stages."""
-    stages = ((record.get("config") or {}).get("network") or {}).get("stages") or []
-    words = [f"{stage.get('optimizer', '?')} over {stage.get('epochs', '?')} epochs"
-             + (f" ({stage['schedule']})" if stage.get("schedule") else "")
-             for stage in stages]
-    return " then ".join(words) or "the training"
-
-
-def _digit(label: float) -> str:
-    """The MNIST digit of a binary label (y = 1 for '9', y = 0 for '4')."""
-    return "9" if label > 0.5 else "4"
-
-
-def misclassified_training_images(records: Records) -> str:
-    """Per seed, from the records: how many training images the network misclassifies (cells
-    train_accuracy and N_train), each one's class, p(9) and logit read off its importance
-    (``a_i = y_i - s(f_i)``, so ``|a_i| > 0.5`` exactly for an error), and how far theta* is
-    from stationary (cell gradient_norm)."""
-    parts = []
-    for record in _by_seed(records, ("importances_sorted",)):
-        accuracy = _cell(record, CHECK_ROW, "train_accuracy")
-        n_train = _cell(record, ROW, "N_train")
-        errors = [a for a in record["arrays"]["importances_sorted"] if abs(a) > 0.5]
-        text = (f"seed {record['seed']}: {round((1 - accuracy) * n_train)} of {n_train:.0f} "
-                f"training images misclassified (cell train_accuracy {accuracy:.5g})")
-        shown = []
-        for a in sorted(errors, key=abs, reverse=True)[:3]:
-            label = 1.0 if a > 0 else 0.0
-            p_nine = label - a
-            shown.append(f"a {_digit(label)} at p(9) = {p_nine:.3g} (a_i = {a:+.3g}, logit "
-                         f"{math.log(p_nine / (1 - p_nine)):+.2g})")
-        if shown:
-            text += ": " + ", ".join(shown)
-        parts.append(f"{text}; {_stationarity(record)} after {_training(record)}")
-    return ("; ".join(parts) + ". Whether longer training with the same optimiser classifies "
-            "every training image is untested (the full-batch L-BFGS side run quoted under "
-            "cell max_abs_residual does)")
-
-
-def max_residual_measured(records: Records) -> str:
-    """Per seed, from the records: the largest |a_i|, how many training images are misclassified
-    (|a_i| > 0.5 exactly for an error) and how many keep |a_i| above 0.2, and how far theta* is
-    from stationary (cell gradient_norm); then :data:`MAX_RESIDUAL_SIDE_RUN`."""
-    parts = []
-    for record in _by_seed(records, ("importances_sorted",)):
-        magnitudes = [abs(a) for a in record["arrays"]["importances_sorted"]]
-        errors = sum(m > 0.5 for m in magnitudes)
-        parts.append(
-            f"seed {record['seed']}: max |a_i| = {max(magnitudes):.3g}, {errors} of "
-            f"{len(magnitudes)} training images misclassified (|a_i| > 0.5 exactly for an "
-            f"error), {sum(m > 0.2 for m in magnitudes)} above 0.2; {_stationarity(record)} "
-            f"after {_training(record)}")
-    return f"{'; '.join(parts)}. {MAX_RESIDUAL_SIDE_RUN}"
 
 
 def resolved_percentile(value: float, magnitudes: list[float]) -> float:
@@ -158,7 +59,7 @@ def boundary_percentile(records: Records) -> float:
     training images' |a_i|."""
     needed = ("importances_sorted", "tests/misclassified", "neighbours/importance")
     percentiles = []
-    for record in _by_seed(records, needed):
+    for record in records_by_seed(records, needed):
         arrays = record["arrays"]
         k = int(arrays["neighbours/count"][0])
         magnitudes = [abs(a) for a in arrays["importances_sorted"]]
@@ -168,64 +69,6 @@ def boundary_percentile(records: Records) -> float:
     if not percentiles:
         raise LookupError("no misclassified test image in the records")
     return sum(percentiles) / len(percentiles)
-
-
-def rank1_neighbours(records: Records) -> str:
-    """Per seed, from the records' arrays: the misclassified test images the records explain
-    (p(9) and label), their rank-1 training images' label, |a_i|, percentile and kernel
-    value, against the |a_i| that a percentile of 0.9 needs and the largest |a_i|."""
-    needed = ("importances_sorted", "tests/misclassified", "neighbours/importance")
-    parts = []
-    for record in _by_seed(records, needed):
-        arrays = record["arrays"]
-        k = int(arrays["neighbours/count"][0])
-        magnitudes = sorted(abs(a) for a in arrays["importances_sorted"])
-        tests, largest = [], 0.0
-        for row, wrong in enumerate(arrays["tests/misclassified"]):
-            if not wrong:
-                continue
-            first = row * k
-            largest = max(largest, abs(arrays["neighbours/importance"][first]))
-            tests.append(
-                f"a test {_digit(arrays['tests/label'][row])} at p(9) = "
-                f"{arrays['tests/probability'][row]:.3g} -> a training "
-                f"{_digit(arrays['neighbours/label'][first])} with |a_i| = "
-                f"{abs(arrays['neighbours/importance'][first]):.2g} (percentile "
-                f"{arrays['neighbours/abs_importance_percentile'][first]:.3f}, kernel "
-                f"{arrays['neighbours/kernel'][first]:.4g})")
-        if not tests:
-            continue
-        ninetieth = magnitudes[math.ceil(0.9 * (len(magnitudes) - 1))]
-        parts.append(
-            f"seed {record['seed']}: {len(tests)} misclassified test image(s) explained (the "
-            f"most confident errors): {'; '.join(tests)}; over the {len(magnitudes)} training "
-            f"images percentile 0.9 (the rule's 'agrees') needs |a_i| >= {ninetieth:.2g} "
-            f"(maximum {magnitudes[-1]:.3g}), and the rank-1 images get their own label's "
-            f"probability >= {1 - largest:.4g} (|a_i| = 1 - that probability)")
-    if not parts:
-        raise LookupError("no misclassified test image in the records")
-    return ("; ".join(parts) + ". Untested: whether a stationary theta* or the other "
-            "misclassified test images (the records hold only these) give boundary points")
-
-
-def self_check_measured(records: Records) -> str:
-    """Per seed, the numbers behind the self-check (cell gradient_norm, metrics
-    offset_to_logit_norm_ratio, kernel_sum_to_logit_norm_ratio, self_check_max_abs_error),
-    then :data:`SELF_CHECK_CAUSE`."""
-    parts = []
-    for record in sorted(records, key=lambda r: r["seed"]):
-        metrics = record.get("metrics", {})
-        try:
-            parts.append(
-                f"seed {record['seed']}: {_stationarity(record)}, |m| / |f| = "
-                f"{metrics['offset_to_logit_norm_ratio']:.3g}, |K a| / |f| = "
-                f"{metrics['kernel_sum_to_logit_norm_ratio']:.3g}, max |m + K a - f| = "
-                f"{metrics['self_check_max_abs_error']:.3g}")
-        except KeyError:
-            continue
-    if not parts:
-        raise LookupError("no self-check diagnostics in the records")
-    return f"{'; '.join(parts)}; {SELF_CHECK_CAUSE}"
 
 
 FIGURE_5_6_ANCHORS = (

@@ -7,11 +7,11 @@ so the report says whether our generators draw exactly the thesis's data.
 
 from __future__ import annotations
 
+from bench.reporting.causes.ggn_thesis import MOONS, SNELSON, generator_cause
 from bench.reporting.claims import cell_means
 from bench.reporting.figures.toy_data_plots import toy_data_figure
 from bench.reporting.spec import Anchor, ArtifactSpec
 
-SNELSON, MOONS = "snelson_gap", "two_moons"
 # (data set, cell column, what the notes call it, the printed checksum).
 CHECKSUMS = (
     (SNELSON, "train/n", "training points", "150"),
@@ -42,27 +42,6 @@ CHECKSUMS = (
 )
 TITLES = {SNELSON: "Snelson with a gap", MOONS: "two moons"}
 SECTIONS = {SNELSON: "2.1", MOONS: "2.2"}
-# The libraries whose draws fix each set, and the versions the notes' checksums were made with.
-GENERATOR_LIBRARIES = {SNELSON: {"numpy": "2.x", "scipy": "1.17"},
-                       MOONS: {"scikit-learn": "1.9.1"}}
-
-
-def generator_cause(data: str):
-    """Cause of a checksum that is not reproduced: the versions of the drawing libraries in
-    the records beside the notes' (a different draw stream is the suspect, not a finding)."""
-
-    def cause(records: list[dict]) -> str:
-        held = [r for r in records if r.get("dataset") == data]
-        if not held:
-            raise LookupError(f"no record of {data}")
-        versions = held[0].get("versions") or {}
-        ours = ", ".join(f"{name} {versions.get(name, '?')}" for name in GENERATOR_LIBRARIES[data])
-        notes = ", ".join(f"{name} {v}" for name, v in GENERATOR_LIBRARIES[data].items())
-        return (f"our draw does not reproduce the notes' checksum; the records drew with {ours} "
-                f"(the notes: {notes}) at the data set's seeds (train 6, test 5): a suspect "
-                "until a draw with the notes' versions is compared")
-
-    return cause
 
 
 def cell(row: str, column: str):

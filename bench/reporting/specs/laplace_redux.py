@@ -11,25 +11,29 @@ supports are anchors computed from them.
 from __future__ import annotations
 
 import glob
-import math
-import statistics
 from itertools import pairwise
-from typing import Any
 
+from bench.reporting.causes.laplace_redux import (
+    BBB_KL_SUM,
+    CSGHMC_CODE_COUNTER,
+    ROWS,
+    bbb_cause,
+    csghmc_cause,
+    levels_worse_than_map,
+    rows_where_fmnist_is_not_easiest,
+    swag_against_map,
+)
 from bench.reporting.claims import (
     ClaimRule,
     Means,
     Statistic,
-    cell_means,
     claim,
     fraction,
 )
 from bench.reporting.figures.dataset_shift_plots import shift_curve, shift_curves
 from bench.reporting.ranking import RankedMetric
 from bench.reporting.record_views import in_percent
-from bench.reporting.side_runs import side_run_cause
 from bench.reporting.spec import Anchor, ArtifactSpec, DataNeed
-from bench.reporting.targets import paper_values
 from bench.reporting.verdicts import Tolerance
 
 OOD_SETS = ("emnist", "fmnist", "kmnist")
@@ -38,8 +42,6 @@ PAPER_SWAG = {"conf_emnist": 64.9, "conf_fmnist": 84.0, "auroc_emnist": 98.9,
               "auroc_fmnist": 93.6}
 ALWAYS = ClaimRule(agree=1.0, close=0.75)
 NEARER = ClaimRule(agree=0.0, close=-0.25)
-# The paper's methods in its tables' order (Tables 2-4, Figure 9; the figures read it too).
-ROWS = ("MAP", "DE", "BBB", "CSGHMC", "SWAG", "LA", "LA*")
 
 
 def swap_position(metric: str) -> Statistic:
@@ -114,53 +116,6 @@ def prediction_time_anchors(la_cause: str | None = None) -> tuple[Anchor, ...]:
                "about 5 (five members)", prediction_time_ratio("DE"),
                ClaimRule(agree=3.0, close=1.5)),
     )
-
-
-def swag_against_map(metric: str):
-    """Anchor cause: our SWAG and MAP FMNIST ``metric`` beside the paper's, from the records
-    (SWAG starts from our MAP network, so a MAP gap carries over)."""
-
-    def cause(records: list[dict[str, Any]]) -> str:
-        means = cell_means(records)
-        column = f"{metric}_fmnist"
-        if ("SWAG", column) not in means or ("MAP", column) not in means:
-            raise LookupError(f"no SWAG or MAP {column} cell")
-        paper = {key: value.value for key, value in
-                 paper_values("laplace_redux", ("table-3",)).items()}
-        return (f"measured in these records: SWAG FMNIST {metric} {means[('SWAG', column)]:.1f}"
-                f" (paper SWAG FMNIST {paper[('SWAG', column)]:.1f}, EMNIST "
-                f"{paper[('SWAG', f'{metric}_emnist')]:.1f}); SWAG starts from our MAP, whose "
-                f"FMNIST {metric} is {means[('MAP', column)]:.1f} against the paper's "
-                f"{paper[('MAP', column)]:.1f} (MAP recipes: laplace_redux/map-recipe); "
-                "without EMNIST the swap cannot be tested on its other half")
-
-    return cause
-
-
-def rows_where_fmnist_is_not_easiest(swag: bool):
-    """Anchor cause: each row (SWAG alone or every other) and comparison in which FMNIST is
-    not the easiest OOD set, with both means from the records."""
-
-    def cause(records: list[dict[str, Any]]) -> str:
-        means = cell_means(records)
-        failing = []
-        for row in sorted({row for row, column in means if column == "conf_fmnist"}):
-            if row not in ROWS or (row == "SWAG") != swag:
-                continue
-            for other in ("emnist", "kmnist"):
-                for metric, better in (("conf", min), ("auroc", max)):
-                    ours, theirs = (means.get((row, f"{metric}_{s}")) for s in ("fmnist", other))
-                    if ours is None or theirs is None:
-                        continue
-                    if better(ours, theirs) != ours:
-                        failing.append(f"{row} {metric} FMNIST {ours:.1f} vs {other.upper()} "
-                                       f"{theirs:.1f}")
-        if not failing:
-            raise LookupError("FMNIST is the easiest set everywhere")
-        return ("measured in these records, where FMNIST is not the easiest: "
-                + "; ".join(failing) + " (EMNIST not run: needs data)")
-
-    return cause
 
 
 TABLE_3_ANCHORS = (
@@ -255,10 +210,8 @@ BBB_CAUSE = (
 CSGHMC_CAUSE = (
     "no measured cause yet: CSGHMC trains its own chains; unmeasured candidate: the step-size "
     "counter of the code (notes 10.13: its cosine assumes batch 128, ours decays per step)")
-# Side runs (laplace_redux/table-3-side-runs), model seed 6, one factor each: their rows and
-# what the BBB / CSGHMC causes quote from them.
-SIDE_RUN_SEED = 6
-BBB_KL_SUM, CSGHMC_CODE_COUNTER = "BBB (KL summed)", "CSGHMC (code's step counter)"
+# The side runs' rows (laplace_redux/table-3-side-runs, model seed 6, one factor each),
+# each with the paper's row it varies.
 SIDE_ROWS = {BBB_KL_SUM: "BBB", CSGHMC_CODE_COUNTER: "CSGHMC"}
 SIDE_ROW_CAUSE = (
     "side run (laplace_redux/table-3-side-runs): the row's method with one factor changed, "
@@ -266,20 +219,6 @@ SIDE_ROW_CAUSE = (
 TABLE_3_COLUMNS = tuple(f"{m}_{s}" for m in ("conf", "auroc") for s in OOD_SETS)
 
 
-def bbb_cause(column: str):
-    """BBB's cause for ``column``: the KL-summed side run beside BBB on model seed 6."""
-    return side_run_cause(
-        "BBB", column, {"with the KL summed over the weights": BBB_KL_SUM}, SIDE_RUN_SEED,
-        "as run (bayesian-torch 0.5's KL, a mean per weight tensor; before 2021-07-14 the "
-        "library summed it)", "Mixed precision (the code's autocast) is unmeasured")
-
-
-def csghmc_cause(column: str):
-    """CSGHMC's cause for ``column``: the code's-counter side run beside CSGHMC on seed 6."""
-    return side_run_cause(
-        "CSGHMC", column, {"with the code's step-size counter": CSGHMC_CODE_COUNTER},
-        SIDE_RUN_SEED, "as run (a smooth cosine per step)",
-        "Other differences from the code are unmeasured")
 # The swap hypothesis of notes 10.4, tested by the SWAG anchors of the same report.
 SWAG_SWAP_CAUSE = (
     "the paper's SWAG EMNIST and FMNIST columns look swapped (notes 10.4): our SWAG FMNIST "
@@ -455,39 +394,6 @@ def no_worse_than_map(row: str, metric: str, from_level: float) -> Statistic:
         return fraction(mine[level] <= theirs[level] for level in levels)
 
     return statistic
-
-
-def levels_worse_than_map(row: str, metric: str, from_level: float):
-    """Anchor cause: each level >= ``from_level`` where ``row``'s mean ``metric`` is above
-    MAP's (the levels the claim counts against), with the mean gap and the standard error of
-    the gap paired by seed (``row`` minus MAP in the same job seed), so the reader sees whether
-    the failing level is inside the seed spread (LookupError when no level fails)."""
-
-    def cause(records: list[dict[str, Any]]) -> str:
-        by_seed: dict[tuple[str, float], dict[int, float]] = {}
-        for record in records:
-            cells = {(c["row"], c["column"]): c["value"] for c in record.get("cells") or []}
-            for name in (row, "MAP"):
-                for level, value in shift_curve(cells, name, metric):
-                    by_seed.setdefault((name, level), {})[record["seed"]] = value
-        failing = []
-        for (name, level), values in sorted(by_seed.items()):
-            theirs = by_seed.get(("MAP", level), {})
-            if name != row or level < from_level or not theirs:
-                continue
-            gap = statistics.fmean(values.values()) - statistics.fmean(theirs.values())
-            if gap <= 0:
-                continue
-            paired = [values[seed] - theirs[seed] for seed in sorted(set(values) & set(theirs))]
-            spread = (f"paired SE {statistics.stdev(paired) / math.sqrt(len(paired)):.4f}, "
-                      f"{len(paired)} seeds" if len(paired) > 1 else "no paired SE")
-            failing.append(f"{level:g}: +{gap:.4f} ({spread})")
-        if not failing:
-            raise LookupError(f"{row} is not above MAP at any level")
-        return (f"measured in these records: {row}'s {metric} above MAP's at "
-                + "; ".join(failing) + " (a gap within 2 paired SE is inside the seed spread)")
-
-    return cause
 
 
 SHIFT_CLAIM = "Figure 9 curves (main-text summary: LA improves on MAP under shift)"

@@ -16,25 +16,20 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.harness.overrides import group_options
+from bench.reporting.causes.laplace_redux import (
+    JUDGED,
+    PAPER_MAP,
+    per_seed_outcome,
+    recipe_outcome,
+    row_name,
+)
 from bench.reporting.claims import ClaimRule, Means, Statistic, cell_means, claim
 from bench.reporting.spec import Anchor, ArtifactSpec
 from bench.reporting.specs.laplace_redux import MEAN_RULES, OOD_IN_PERCENT
-from bench.reporting.targets import paper_values
 
 RECIPES = tuple(group_options()["map_recipe"])
 TABLE_3_ROWS = ("MAP", "LA", "LA*")
-# The Table 3 cells judged, with the verdict tolerance of each (MEAN_RULES: confidence within
-# 2 points, AUROC within 1 point).
-JUDGED = {"conf_fmnist": 2.0, "conf_kmnist": 2.0, "auroc_fmnist": 1.0, "auroc_kmnist": 1.0}
-# The paper's MAP row (appendix C.2.2, Table 3), FMNIST and KMNIST columns.
-PAPER_MAP = {column: paper_values("laplace_redux", ("table-3",))[("MAP", column)].value
-             for column in JUDGED}
 WITHIN = ClaimRule(agree=1.0, close=3.0, higher_is_better=False)
-
-
-def row_name(recipe: str, row: str) -> str:
-    """A study row: the Table 3 ``row`` on the MAP network of ``recipe``."""
-    return f"{recipe} / {row}"
 
 
 def largest_gap(recipe: str) -> Statistic:
@@ -51,23 +46,6 @@ def largest_gap(recipe: str) -> Statistic:
         return max(gaps)
 
     return statistic
-
-
-def recipe_outcome(recipe: str):
-    """Anchor cause: the recipe's MAP accuracy and judged cells beside the paper's, from the
-    records (a recipe that does not train shows chance accuracy)."""
-
-    def cause(records: list[dict[str, Any]]) -> str:
-        means = cell_means(records)
-        row = row_name(recipe, "MAP")
-        if (row, "acc_mnist") not in means:
-            raise LookupError(f"no {row} cells")
-        cells = ", ".join(f"{column} {means[(row, column)]:.1f} (paper {PAPER_MAP[column]})"
-                          for column in JUDGED if (row, column) in means)
-        return (f"measured: {row} test accuracy {means[(row, 'acc_mnist')]:.1f}%, {cells}; "
-                "the training objective per epoch is in the stored network's history.json")
-
-    return cause
 
 
 def worst_seed_gap(recipe: str) -> Callable[[list[dict[str, Any]]], float]:
@@ -88,26 +66,6 @@ def worst_seed_gap(recipe: str) -> Callable[[list[dict[str, Any]]], float]:
         return max(gaps)
 
     return get
-
-
-def per_seed_outcome(recipe: str) -> Callable[[list[dict[str, Any]]], str]:
-    """Anchor cause: the recipe's judged MAP cells seed by seed, from the records."""
-    row = row_name(recipe, "MAP")
-
-    def cause(records: list[dict[str, Any]]) -> str:
-        parts = []
-        for seed in sorted({record["seed"] for record in records}):
-            means = cell_means([r for r in records if r["seed"] == seed])
-            cells = ", ".join(f"{column} {means[(row, column)]:.1f}" for column in JUDGED
-                              if (row, column) in means)
-            if cells:
-                parts.append(f"seed {seed}: {cells}")
-        if not parts:
-            raise LookupError(f"no {row} cells")
-        paper = ", ".join(f"{column} {value}" for column, value in PAPER_MAP.items())
-        return f"measured per seed: {'; '.join(parts)} (paper: {paper})"
-
-    return cause
 
 
 ANCHORS = tuple(

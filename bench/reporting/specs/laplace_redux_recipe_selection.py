@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench.reporting.causes.laplace_redux import choice_cause
 from bench.reporting.spec import ArtifactSpec
 from bench.tuning.recipe_choice import TIERS
 
@@ -24,19 +25,6 @@ def choice_of(records: list[dict[str, Any]]) -> dict[str, Any]:
     if not choices:
         raise LookupError("no selection record holds a choice")
     return choices[-1]
-
-
-def choice_cause(records: list[dict[str, Any]]) -> str:
-    """The rule's choice and, tier by tier, why it decided or did not (from the records)."""
-    by_seed = {}
-    for record in records:
-        choice = record.get("fitted", {}).get("choice")
-        if choice is not None:
-            by_seed[record["seed"]] = choice
-    if not by_seed:
-        raise LookupError("no selection record holds a choice")
-    return " | ".join(f"seed {seed}: chosen {choice['chosen']} by the {choice['tier']} tier; "
-                      + "; ".join(choice["reasons"]) for seed, choice in sorted(by_seed.items()))
 
 
 NOTES = (

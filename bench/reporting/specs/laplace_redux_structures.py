@@ -20,11 +20,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from omegaconf import OmegaConf
-
-from bench.harness.overrides import CONF_DIR
+from bench.reporting.causes.laplace_redux import (
+    ALL_WEIGHTS_FULL,
+    BUDGET_SEED,
+    BUDGETS,
+    budget_cause,
+    budget_row,
+    seconds_reason,
+    sibling_budget_cause,
+    stand_in_reason,
+)
 from bench.reporting.ranking import RankedMetric
-from bench.reporting.side_runs import is_side_run, seed_value, side_run_cause
+from bench.reporting.side_runs import is_side_run
 from bench.reporting.spec import Anchor, ArtifactSpec, DataNeed
 from bench.reporting.verdicts import Factor, Tolerance
 
@@ -32,57 +39,13 @@ STRUCTURE_ROWS = ("LA/DIAG", "LA/KFAC", "LA/FULL")
 COLUMNS = ("test_loglik", "test_acc", "ood_auroc_avg", "pred_time")
 # The sets the appendix averages ood_auroc_avg over (names as in the records' fitted.ood_sets).
 PAPER_OOD_SETS = ("emnist_digits_torchvision", "mnist", "kmnist")
-ALL_WEIGHTS_FULL = "FullLaplace"
-# The side runs' budgets (conf/marglik_budget/): name -> label, and the seed they repeat.
-BUDGETS = {path.stem: str(OmegaConf.load(path).label)
-           for path in sorted((CONF_DIR / "marglik_budget").glob("*.yaml"))}
-BUDGET_SEED = 711
-BUDGET_BASELINE = "50 epochs, 5k refits"
-
-
-def budget_row(label: str) -> str:
-    """The side run's row: Table 2's DIAG row under the budget ``label``."""
-    return f"LA/DIAG ({label})"
-
-
+# Table 2's rows, then the budget side runs' (sensitivity rows of DIAG).
 ROWS = (*STRUCTURE_ROWS, *(budget_row(label) for label in BUDGETS.values()))
 
 
 def cell(record: dict[str, Any], column: str) -> float | None:
     """The record's value of ``column`` (its one row), or None."""
     return next((c["value"] for c in record.get("cells", []) if c["column"] == column), None)
-
-
-def full_classes(records: list[dict[str, Any]]) -> list[str]:
-    """The laplace-torch classes the LA/FULL records were fitted with
-    (``fitted.methods.LA/FULL.laplace_class``), sorted."""
-    return sorted({str(((r.get("fitted") or {}).get("methods") or {}).get("LA/FULL", {})
-                        .get("laplace_class")) for r in records if r.get("method") == "LA/FULL"})
-
-
-def stand_in_reason(records: list[dict[str, Any]]) -> str:
-    """Why the FULL row is not the paper's, quoting the records' laplace-torch class; "" when
-    every LA/FULL record is the all-weights FULL (or there is none)."""
-    stand_ins = [name for name in full_classes(records) if name != ALL_WEIGHTS_FULL]
-    if not stand_ins:
-        return ""
-    return (f"last-layer stand-in: the LA/FULL records are {', '.join(stand_ins)} "
-            "(fitted.methods.LA/FULL.laplace_class), a full GGN over the last layer's 850 "
-            "weights trained with the other weights at delta_0 = 30, not the paper's "
-            f"all-weights FULL ({ALL_WEIGHTS_FULL}; notes), which is the paper-scale GPU job")
-
-
-def seconds_reason(records: list[dict[str, Any]]) -> str:
-    """Why our prediction seconds are not the paper's, quoting the records' device and set
-    sizes (``device``, ``fitted.set_sizes``)."""
-    devices = sorted({str(r.get("device", "unknown device")) for r in records}) or ["unknown"]
-    sizes = sorted({int(n) for r in records
-                    for n in ((r.get("fitted") or {}).get("set_sizes") or {}).values()})
-    on_sets = (f"sets of {', '.join(f'{n:,}' for n in sizes)} images" if sizes
-               else "the scale's sets")
-    return (f"hardware-specific: ours are {'/'.join(devices)} seconds on {on_sets} (records' "
-            "device and fitted.set_sizes), the paper's GPU seconds on sets of 8k-40k images; "
-            "the within-seed ratios are the anchors, judged on CUDA records only")
 
 
 def time_ratio(row: str) -> Callable[[list[dict[str, Any]]], float]:
@@ -185,37 +148,6 @@ BUDGET_ROW_CAUSE = (f"side run (laplace_redux/table-2-budget): Table 2's seed-{B
                     "job with one factor of the cpu budget changed, one seed; the paper's budget "
                     "is 250 epochs with refits on all 60k")
 
-
-def sibling_budget_cause(column: str) -> Callable[[list[dict[str, Any]]], str]:
-    """Cause of a KFAC / FULL cell the side runs do not test: how far the budget side runs move
-    the DIAG row's ``column`` on seed 711, the same training loop with another structure
-    (LookupError without them)."""
-
-    def cause(records: list[dict[str, Any]]) -> str:
-        base = seed_value(records, "LA/DIAG", column, BUDGET_SEED)
-        moves = []
-        for label in BUDGETS.values():
-            try:
-                moved = seed_value(records, budget_row(label), column, BUDGET_SEED)
-            except LookupError:
-                continue
-            moves.append(f"{label} moves it {moved - base:+.3g}")
-        if not moves:
-            raise LookupError("no budget side run")
-        return (f"no side run of this row; on DIAG (the same training loop, seed "
-                f"{BUDGET_SEED}; sensitivity rows below) {column} is {base:.4g} at the cpu budget "
-                f"and {'; '.join(moves)}")
-
-    return cause
-
-
-def budget_cause(column: str) -> Callable[[list[dict[str, Any]]], str]:
-    """Cause of a DIAG cell: the side runs' values of ``column`` beside the seed-711 DIAG
-    record's (LookupError when the records hold no side run or no seed-711 DIAG)."""
-    return side_run_cause(
-        "LA/DIAG", column, {label: budget_row(label) for label in BUDGETS.values()},
-        BUDGET_SEED, f"at the cpu budget ({BUDGET_BASELINE})",
-        "What is left (250 epochs and refits on 60k together, the 2k test sets) is unmeasured")
 
 TABLE_2 = ArtifactSpec(
     paper="laplace_redux",

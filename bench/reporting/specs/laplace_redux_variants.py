@@ -18,94 +18,34 @@ Rows: ``"<data>, <DA|no DA> / <subset> <structure> <hyper> <link>"`` and ``"... 
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
-from collections.abc import Callable
 from statistics import median
-from typing import Any
 
-from bench.reporting.claims import ClaimRule, Means, Statistic, cell_means, claim, fraction
+from bench.reporting.causes.laplace_redux import (
+    ACCURACY_TOLERANCE,
+    AUROC_TOLERANCE,
+    default_failures,
+    failures_cause,
+    kfac_failures,
+    link_failures,
+    timing_failures,
+    tolerance_noise_reason,
+    variants,
+)
+from bench.reporting.claims import ClaimRule, Means, Statistic, claim, fraction
 from bench.reporting.figures.variant_grid_plots import (
     BROKEN_ECE,
     VariantRow,
-    is_broken,
-    parse_row,
     variant_scatter,
 )
 from bench.reporting.spec import Anchor, ArtifactSpec, DataNeed
 
-# Within this many AUROC points of the best counts as on par (the paper reads its figure by
-# eye; one point is about its seed-level spread in Table 4).
-AUROC_TOLERANCE = 1.0
-ACCURACY_TOLERANCE = 1.0
 COLUMNS = ("acc", "nll", "ece", "ece_corrected", "auroc", "fit_s", "predict_s", "conf",
            "prior_precision")
-# The test sets the paper reads Figure 8 on (MNIST / FMNIST / KMNIST: 10,000 images each).
-FULL_TEST_SET = 10_000
-
-
-def auroc_standard_error(auroc: float, n_positive: int, n_negative: int) -> float:
-    """Hanley and McNeil's standard error of an AUROC (as a fraction) from its two sets."""
-    q1, q2 = auroc / (2 - auroc), 2 * auroc**2 / (1 + auroc)
-    return math.sqrt((auroc * (1 - auroc) + (n_positive - 1) * (q1 - auroc**2)
-                      + (n_negative - 1) * (q2 - auroc**2)) / (n_positive * n_negative))
-
-
-def tolerance_noise_reason(records: list[dict[str, Any]]) -> str:
-    """Why an anchor judged at ACCURACY_TOLERANCE / AUROC_TOLERANCE points is not judged
-    here: the standard error of a difference of two variants' accuracies (binomial) or AUROCs
-    (Hanley-McNeil) at the records' test-set size, from the largest such error over the
-    variants' mean values, is above half the tolerance (a difference within the tolerance is
-    not resolved); "" when it is not."""
-    sizes = {int(((r.get("config") or {}).get("dataset") or {}).get("n_test")
-                 or FULL_TEST_SET) for r in records}
-    try:
-        means = cell_means(records)
-    except LookupError:
-        return ""  # no cells: the anchor is missing, nothing to judge
-    n = min(sizes)
-    accuracy_se = max(math.sqrt(2 * (a / 100) * (1 - a / 100) / n) * 100
-                      for (_, column), a in means.items() if column == "acc")
-    auroc_se = max(math.sqrt(2) * auroc_standard_error(a / 100, n, n) * 100
-                   for (_, column), a in means.items() if column == "auroc")
-    if 2 * accuracy_se <= ACCURACY_TOLERANCE and 2 * auroc_se <= AUROC_TOLERANCE:
-        return ""
-    seeds = len({r.get("seed") for r in records})
-    return (f"tolerance below the noise: at {n:,} test images per set and {seeds} seed(s) the "
-            f"standard error of a difference of two variants is up to {accuracy_se:.2f} "
-            f"accuracy points and {auroc_se:.2f} AUROC points, so the {ACCURACY_TOLERANCE:g}-"
-            "point tolerances do not resolve it (judged at two standard errors within the "
-            "tolerance; the paper scale reads the 10,000-image test sets)")
 
 
 MOSTLY = ClaimRule(agree=0.75, close=0.5)
 ALL = ClaimRule(agree=1.0, close=0.5)
-
-
-def all_variants(means: Means) -> dict[VariantRow, dict[str, float]]:
-    """Parsed variant row -> its mean cells."""
-    found: dict[VariantRow, dict[str, float]] = defaultdict(dict)
-    for (row, column), value in means.items():
-        parsed = parse_row(row)
-        if parsed is not None:
-            found[parsed][column] = value
-    if not found:
-        raise LookupError("no variant rows")
-    return found
-
-
-def variants(means: Means) -> dict[VariantRow, dict[str, float]]:
-    """The contenders every anchor compares: :func:`all_variants` without the broken ones."""
-    return {row: cells for row, cells in all_variants(means).items() if not is_broken(cells)}
-
-
-def broken_variants(means: Means) -> list[str]:
-    """The variants the anchors leave out, with the cells that show why."""
-    return [f"{row.panel} / {_label(row)} (corrected ECE {cells['ece_corrected']:.1f}, mean "
-            f"confidence {cells.get('conf', float('nan')):.1f}, accuracy "
-            f"{cells.get('acc', float('nan')):.1f})"
-            for row, cells in sorted(all_variants(means).items(), key=lambda item: str(item[0]))
-            if is_broken(cells)]
 
 
 def kfac_tradeoff(means: Means) -> float:
@@ -188,103 +128,6 @@ def link_ranking(subset: str) -> Statistic:
         return median(ratios)
 
     return statistic
-
-
-ORACLE = ("measured on these records (the variants are laplace-torch's, the library oracle, on "
-          "this report's data); where the statement fails: ")
-
-
-def failures_cause(failures: Callable[[Means], list[str]]) -> Callable[[list[dict]], str]:
-    """Anchor cause quoting the records' numbers where a statement fails (``failures`` lists
-    them, most telling first; at most six are quoted)."""
-
-    def cause(records: list[dict]) -> str:
-        means = cell_means(records)
-        found = failures(means)
-        if not found:
-            raise LookupError("the statement holds everywhere")
-        more = f"; and {len(found) - 6} more" if len(found) > 6 else ""
-        broken = broken_variants(means)
-        left_out = (f". Left out as broken predictives (corrected ECE > {BROKEN_ECE:g} %): "
-                    + "; ".join(broken) if broken else "")
-        return ORACLE + "; ".join(found[:6]) + more + left_out
-
-    return cause
-
-
-def _label(row: VariantRow) -> str:
-    return f"{row.subset} {row.structure} {row.hyper} {row.link}"
-
-
-def kfac_failures(means: Means) -> list[str]:
-    """Groups where KFAC is neither within the AUROC tolerance of the best structure nor
-    faster than the slowest."""
-    groups: dict[tuple, dict[str, dict[str, float]]] = defaultdict(dict)
-    for row, cells in variants(means).items():
-        if "auroc" in cells and "fit_s" in cells:
-            groups[(row.panel, row.subset, row.hyper, row.link)][row.structure] = cells
-    found = []
-    for (panel, subset, hyper, link), structures in groups.items():
-        if "kron" not in structures:
-            continue
-        kron = structures["kron"]
-        best = max(structures, key=lambda name: structures[name]["auroc"])
-        if kron["auroc"] < structures[best]["auroc"] - AUROC_TOLERANCE:
-            found.append(f"{panel}, {subset} {hyper} {link}: kron AUROC {kron['auroc']:.1f} vs "
-                         f"{best} {structures[best]['auroc']:.1f}")
-    return found
-
-
-def default_failures(means: Means) -> list[str]:
-    """Panels where the default is more than the tolerances below the best variant."""
-    by_panel: dict[str, list[tuple[VariantRow, dict[str, float]]]] = defaultdict(list)
-    for row, cells in variants(means).items():
-        if "auroc" in cells and "acc" in cells:
-            by_panel[row.panel].append((row, cells))
-    found = []
-    for panel, rows in by_panel.items():
-        default = [cells for row, cells in rows if row.is_default]
-        if not default:
-            continue
-        top_auroc = max(rows, key=lambda item: item[1]["auroc"])
-        top_acc = max(rows, key=lambda item: item[1]["acc"])
-        if (default[0]["auroc"] < top_auroc[1]["auroc"] - AUROC_TOLERANCE
-                or default[0]["acc"] < top_acc[1]["acc"] - ACCURACY_TOLERANCE):
-            found.append(f"{panel}: default AUROC {default[0]['auroc']:.1f} / acc "
-                         f"{default[0]['acc']:.1f} vs best AUROC {top_auroc[1]['auroc']:.1f} "
-                         f"({_label(top_auroc[0])}) / acc {top_acc[1]['acc']:.1f} "
-                         f"({_label(top_acc[0])})")
-    return found
-
-
-def link_failures(column: str, worse: Callable[[float, float], bool],
-                  digits: int) -> Callable[[Means], list[str]]:
-    """Fitted posteriors where probit's ``column`` is ``worse`` than MC's."""
-
-    def failures(means: Means) -> list[str]:
-        groups: dict[tuple, dict[str, dict[str, float]]] = defaultdict(dict)
-        for row, cells in variants(means).items():
-            groups[(row.panel, row.subset, row.structure, row.hyper)][row.link] = cells
-        return [f"{panel}, {subset} {structure} {hyper}: probit {column} "
-                f"{links['probit'][column]:.{digits}f} vs MC {links['mc'][column]:.{digits}f}"
-                for (panel, subset, structure, hyper), links in groups.items()
-                if "probit" in links and "mc" in links and column in links["probit"]
-                and worse(links["probit"][column], links["mc"][column])]
-
-    return failures
-
-
-def timing_failures(means: Means) -> list[str]:
-    """Last-layer posteriors whose MC prediction is not slower than probit's."""
-    groups: dict[tuple, dict[str, dict[str, float]]] = defaultdict(dict)
-    for row, cells in variants(means).items():
-        if row.subset == "LL":
-            groups[(row.panel, row.structure, row.hyper)][row.link] = cells
-    return [f"{panel}, LL {structure} {hyper}: MC {links['mc']['predict_s']:.2f} s vs probit "
-            f"{links['probit']['predict_s']:.2f} s"
-            for (panel, structure, hyper), links in groups.items()
-            if "mc" in links and "probit" in links
-            and links["mc"]["predict_s"] <= links["probit"]["predict_s"]]
 
 
 ANCHORS = (

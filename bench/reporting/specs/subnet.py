@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from bench.reporting.causes.subnet import gap_spread, share_spread
 from bench.reporting.claims import (
     ClaimRule,
     Means,
@@ -17,7 +18,6 @@ from bench.reporting.claims import (
     claim,
     fraction,
     mean_of,
-    seed_spread_cause,
 )
 from bench.reporting.figures.subnet_plots import (
     DOMAINS,
@@ -81,9 +81,7 @@ def w2_improvement_gap(means: Means) -> float:
 
 
 # Cause of the mis- minus well-specified gap: the gap on each seed's own records.
-gap_by_seed = seed_spread_cause(
-    claim(w2_improvement_gap), "the gap", 0.0,
-    "zero lies inside, so the sign the claim needs is not resolved at this scale")
+gap_by_seed = gap_spread(w2_improvement_gap)
 
 
 def beats_flat_at_moderate_k(method: str) -> Statistic:
@@ -270,15 +268,6 @@ FIGURE_2_ANCHORS = (
 
 # The cause of an anchor whose misses may be seed noise: its statistic on each seed's records.
 SEED_SPREAD = object()
-
-
-def share_spread(anchor: Anchor):
-    """:func:`seed_spread_cause` of ``anchor``'s statistic against its agree threshold."""
-    threshold = anchor.rule.agree
-    return seed_spread_cause(
-        anchor.ours, "the statistic", threshold,
-        f"its agree threshold {threshold:g} lies inside, so whether the claim holds is not "
-        "resolved at this many seeds")
 # The cause of each of FIGURE_2_ANCHORS, in their order.
 FIGURE_2_CAUSES = {(anchor.label, "*"): share_spread(anchor) if cause is SEED_SPREAD else cause
                    for anchor, cause in zip(FIGURE_2_ANCHORS, (

@@ -9,16 +9,11 @@ import math
 import pandas as pd
 import pytest
 
+from bench.reporting.causes.generalized_laplace import PAPER_KFAC_NORM, pair_order
 from bench.reporting.claims import Summary
 from bench.reporting.compare import anchor_table
 from bench.reporting.render import render_report
-from bench.reporting.specs.generalized_laplace import (
-    FIGURE_2,
-    FIGURE_3,
-    FIGURE_5,
-    PAPER_KFAC_NORM,
-    pair_order,
-)
+from bench.reporting.specs.generalized_laplace import FIGURE_2, FIGURE_3, FIGURE_5
 from bench.reporting.verdicts import CLOSE, DIFFERS
 from bench.tasks.tempered_classification import STRUCTURE_ROWS
 

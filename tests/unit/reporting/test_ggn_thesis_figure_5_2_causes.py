@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from bench.reporting.causes.ggn_thesis import grid_diagnostics, map_fit
 from bench.reporting.compare import anchor_table
-from bench.reporting.specs.ggn_thesis import FIGURE_5_2, grid_diagnostics, map_fit
+from bench.reporting.specs.ggn_thesis import FIGURE_5_2
 
 DELTAS = [0.01, 0.1, 1.0, 10.0, 100.0]
 STEPS_LABEL = "grid steps between the evidence optimum and the test-LL optimum"

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from bench.reporting.causes.ggn_thesis import MAX_RESIDUAL_SIDE_RUN, SELF_CHECK_CAUSE
 from bench.reporting.compare import anchor_table, comparison_table
-from bench.reporting.specs.ggn_thesis_gp_view import (
-    FIGURE_5_6,
-    MAX_RESIDUAL_SIDE_RUN,
-    SELF_CHECK_CAUSE,
-)
+from bench.reporting.specs.ggn_thesis_gp_view import FIGURE_5_6
 from bench.tasks.gp_explanations import CHECK_ROW, ROW
 
 TRAIN_LABEL = "training accuracy of the CNN ('perfect classification on the training data')"

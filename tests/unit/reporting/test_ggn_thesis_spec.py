@@ -8,6 +8,13 @@ import pytest
 from matplotlib.collections import PolyCollection
 
 from bench.reporting.aggregate import mean_and_ci
+from bench.reporting.causes.ggn_thesis import (
+    FIGURE_5_3_OPTIMUM_CAUSE,
+    constant_prediction_nll,
+    near_optimal_end,
+    noise_sensitivity,
+    optimum_cells_cause,
+)
 from bench.reporting.compare import anchor_table
 from bench.reporting.figures.ggn_toys import (
     best_point,
@@ -20,13 +27,8 @@ from bench.reporting.protocol_claims import protocol_label
 from bench.reporting.specs.ggn_thesis import (
     FIGURE_5_2,
     FIGURE_5_3,
-    FIGURE_5_3_OPTIMUM_CAUSE,
     FIGURE_5_4,
-    constant_prediction_nll,
     grid_steps_between_optima,
-    near_optimal_end,
-    noise_sensitivity,
-    optimum_cells_cause,
 )
 
 DELTAS = [10 ** (-2 + 4 * k / 18) for k in range(19)]

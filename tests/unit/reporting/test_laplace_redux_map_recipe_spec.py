@@ -5,16 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from bench.reporting.causes.laplace_redux import JUDGED, PAPER_MAP, per_seed_outcome, row_name
 from bench.reporting.claims import cell_means
-from bench.reporting.specs.laplace_redux_map_recipe import (
-    JUDGED,
-    MAP_RECIPE,
-    PAPER_MAP,
-    largest_gap,
-    per_seed_outcome,
-    row_name,
-    worst_seed_gap,
-)
+from bench.reporting.specs.laplace_redux_map_recipe import MAP_RECIPE, largest_gap, worst_seed_gap
 
 
 def study_record(recipe: str, seed: int, offsets: dict[str, float]) -> dict:

@@ -109,7 +109,7 @@ def test_figure_9_tables_show_brier_and_accuracy_at_five_angles():
 
 
 def test_shift_anchor_cause_names_each_failing_level_with_its_paired_spread():
-    from bench.reporting.specs.laplace_redux import levels_worse_than_map
+    from bench.reporting.causes.laplace_redux import levels_worse_than_map
 
     def record(seed, la_at_30):
         return {"seed": seed, "cells": [
@@ -131,7 +131,7 @@ def table_3_record(cells: dict[tuple[str, str], float], seed: int = 6) -> dict:
 
 
 def test_table_3_anchor_causes_quote_the_records_and_survive_missing_cells():
-    from bench.reporting.specs.laplace_redux import (
+    from bench.reporting.causes.laplace_redux import (
         rows_where_fmnist_is_not_easiest,
         swag_against_map,
     )

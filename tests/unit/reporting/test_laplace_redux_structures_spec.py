@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import pytest
 
+from bench.reporting.causes.laplace_redux import BUDGETS, budget_row
 from bench.reporting.compare import anchor_table, comparison_table
 from bench.reporting.specs import SPECS
 from bench.reporting.specs.laplace_redux_structures import (
     ANCHORS,
-    BUDGETS,
     SCALE_CAUSE,
     STRUCTURE_ROWS,
-    budget_row,
     time_ratio,
 )
 from bench.reporting.targets import paper_values

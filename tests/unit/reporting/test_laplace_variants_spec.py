@@ -4,12 +4,8 @@ is named in the causes but is never the panel's "best"."""
 
 from __future__ import annotations
 
-from bench.reporting.specs.laplace_redux_variants import (
-    broken_variants,
-    default_competitive,
-    default_failures,
-    kfac_tradeoff,
-)
+from bench.reporting.causes.laplace_redux import broken_variants, default_failures
+from bench.reporting.specs.laplace_redux_variants import default_competitive, kfac_tradeoff
 
 PANEL = "fmnist, DA"
 
@@ -68,13 +64,10 @@ def test_the_figure_leaves_a_broken_predictive_off_its_axes_and_says_so():
 def test_one_point_tolerances_are_not_judged_below_the_noise_of_500_test_images():
     import math
 
+    from bench.reporting.causes.laplace_redux import auroc_standard_error, tolerance_noise_reason
     from bench.reporting.compare import anchor_table
     from bench.reporting.specs import SPECS
-    from bench.reporting.specs.laplace_redux_variants import (
-        ANCHORS,
-        auroc_standard_error,
-        tolerance_noise_reason,
-    )
+    from bench.reporting.specs.laplace_redux_variants import ANCHORS
 
     # Hanley-McNeil: AUROC 0.5 on 1 positive and 1 negative is sqrt(0.25 + 0 + 0) / 1.
     assert auroc_standard_error(0.5, 1, 1) == 0.5
