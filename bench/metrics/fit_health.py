@@ -146,6 +146,21 @@ def fit_failed_reason(records: Iterable[dict[str, Any]], rows: Iterable[str] = (
     return f"fit failed ({'; '.join(failed[:2])}{more})"
 
 
+def health_missing_reason(records: Iterable[dict[str, Any]], rows: Iterable[str] = ()) -> str:
+    """For a task that records its fits' health: "fit health not recorded (...)" when a record
+    holding ``rows`` (any row when empty) carries no health at all (written before the task
+    recorded it), so that its fits cannot vouch for a verdict; "" otherwise."""
+    wanted = set(rows)
+    missing = [record for record in records if not record.get("health")
+               and (not wanted or any(cell["row"] in wanted
+                                      for cell in record.get("cells") or ()))]
+    if not missing:
+        return ""
+    seeds = sorted({str(record.get("seed")) for record in missing})
+    return (f"fit health not recorded ({len(missing)} record(s), seed(s) {', '.join(seeds)}, "
+            "written before their task recorded it: rerun them)")
+
+
 def classifier_checks(predictive: Any, labels: Any, what: str = "test") -> list[Check]:
     """The checks of a classifier's fit from its predictive (a
     :class:`~bench.predictive.Categorical`) on labelled points: its NLL finite and its accuracy

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from bench.metrics.fit_health import fit_failed_reason
+from bench.metrics.fit_health import fit_failed_reason, health_missing_reason
 from bench.reporting.aggregate import aggregate_cells, cells_frame, unattributed_failures
 from bench.reporting.catalog import make_target
 from bench.reporting.intervals import Range, cell_ranges, clip_interval, range_text
@@ -99,11 +99,13 @@ def _joined(*reasons: str) -> str:
 def _comparable(spec: ArtifactSpec, protocol: str, key: tuple[str, str], verdict: Verdict,
                 ok_records: list[dict[str, Any]]) -> Verdict:
     """``verdict``, or ``not comparable`` when a judged cell (agrees, close, differs) rests
-    on a fit that failed (the records' health of its row), or is declared not comparable
+    on a fit that failed (the records' health of its row), on records without health where
+    the spec says its task records it (``records_health``), or is declared not comparable
     for these records (the spec's reason)."""
     if verdict.verdict not in (AGREES, CLOSE, DIFFERS):
         return verdict
     reason = _joined(fit_failed_reason(ok_records, (key[0],)),
+                     health_missing_reason(ok_records, (key[0],)) if spec.records_health else "",
                      spec.not_comparable_reason(protocol, *key, ok_records))
     return Verdict(NOT_COMPARABLE, reason) if reason else verdict
 
@@ -293,6 +295,7 @@ def anchor_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.DataFr
         used = [r for r in ok_records
                  if not anchor.protocol or r.get("protocol", "") == anchor.protocol]
         reason = _joined(fit_failed_reason(used, anchor.rows),
+                         health_missing_reason(used, anchor.rows) if spec.records_health else "",
                          spec.not_comparable_reason("*", anchor.label, "", ok_records))
         if reason:
             verdict = Verdict(NOT_COMPARABLE, reason)

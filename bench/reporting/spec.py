@@ -147,6 +147,10 @@ class ArtifactSpec:
         averaged_sets: column -> the sets the paper averages it over; not comparable when
             the records averaged others
             (:func:`bench.reporting.comparability.averaged_sets_reason`).
+        records_health: the experiment's task records each fit's health
+            (:mod:`bench.metrics.fit_health`); a judged cell or anchor whose records carry none
+            (written before the task recorded it) is then ``not comparable``, as one on a
+            failed fit is, instead of passing for healthy.
         leaderboard: the metrics the leaderboard ranks this artifact's rows on, the primary
             first (:mod:`bench.reporting.leaderboard`); empty: not on the leaderboard.
         study: the whole artifact is a sensitivity study of ours (arms that deliberately
@@ -186,6 +190,7 @@ class ArtifactSpec:
     study: bool = False
     timed: tuple[CellPattern, ...] = ()
     averaged_sets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    records_health: bool = False
     leaderboard: tuple[RankedMetric, ...] = ()
 
     def __post_init__(self) -> None:

@@ -253,6 +253,7 @@ CPU_GRID_NOTE = (
 FIGURE_5_2 = ArtifactSpec(
     paper="ggn_thesis",
     artifact="figure-5.2",
+    records_health=True,
     title="Figure 5.2: Snelson with a gap, Laplace-GGN marginal likelihood over delta x "
           "sigma^2",
     paper_seed=None,
@@ -366,6 +367,7 @@ def _figure_5_3_anchor(label: str, paper: str, statistic, rule) -> Anchor:
 FIGURE_5_3 = ArtifactSpec(
     paper="ggn_thesis",
     artifact="figure-5.3",
+    records_health=True,
     title="Figure 5.3: two moons, Laplace-GGN marginal likelihood over delta",
     paper_seed=None,
     ignore_targets=(("*", "*"),),
@@ -523,6 +525,7 @@ REGRESSION_CLAIMS = (
 FIGURE_5_4 = ArtifactSpec(
     paper="ggn_thesis",
     artifact="figure-5.4",
+    records_health=True,
     title="Figure 5.4: Snelson, NN vs GLM predictive of VOGGN, LGVA, OGGN, L-GGN",
     paper_seed=None,
     ignore_targets=(("*", "*"),),
@@ -569,6 +572,7 @@ CLASSIFICATION_CLAIMS = (
 FIGURE_5_5 = ArtifactSpec(
     paper="ggn_thesis",
     artifact="figure-5.5",
+    records_health=True,
     title="Figure 5.5: two moons, NN vs GLM predictive of VOGGN, LGVA, OGGN, L-GGN; BLR "
           "model and noise uncertainty",
     paper_seed=None,

@@ -131,6 +131,7 @@ NOTES = (
 MAP_RECIPE = ArtifactSpec(
     paper="laplace_redux",
     artifact="map-recipe",
+    records_health=True,
     study=True,
     title="Table 3's MAP recipe: MAP, LA and LA* rows per training recipe (MNIST OOD, %)",
     paper_seed=None,

@@ -57,6 +57,7 @@ NOTES = (
 MAP_RECIPE_SELECTION = ArtifactSpec(
     paper="laplace_redux",
     artifact="map-recipe-selection",
+    records_health=True,
     title="Table 3's MAP recipe chosen without the paper's numbers: validation NLL on a "
           "held-out part of the MNIST training set",
     paper_seed=None,

@@ -152,6 +152,7 @@ BUDGET_ROW_CAUSE = (f"side run (laplace_redux/table-2-budget): Table 2's seed-{B
 TABLE_2 = ArtifactSpec(
     paper="laplace_redux",
     artifact="table-2",
+    records_health=True,
     title="Table 2: Hessian structures on FMNIST with online marginal likelihood: test "
           "log-likelihood, accuracy, OOD AUROC, prediction time",
     leaderboard=(RankedMetric("test_loglik", "higher"), RankedMetric("test_acc", "higher"),

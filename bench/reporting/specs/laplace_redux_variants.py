@@ -239,6 +239,7 @@ CIFAR_NOTES = (
 FIGURE_8_MNIST = ArtifactSpec(
     paper="laplace_redux",
     artifact="figure-8-mnist",
+    records_health=True,
     title="Figure 8's grid of Laplace variants on MNIST / FMNIST (LeNet): NOT the paper's data; "
           "accuracy, NLL, ECE, OOD AUROC, fit and prediction time",
     column_order=COLUMNS,
@@ -251,6 +252,7 @@ FIGURE_8_MNIST = ArtifactSpec(
 FIGURE_8 = ArtifactSpec(
     paper="laplace_redux",
     artifact="figure-8",
+    records_health=True,
     title="Figure 8: Laplace variants on CIFAR-10 OOD (WRN-16-4), accuracy vs mean AUROC "
           "over SVHN, LSUN, CIFAR-100",
     column_order=COLUMNS,

@@ -80,6 +80,7 @@ REFIT_NOTE = (
 TABLE_2 = ArtifactSpec(
     paper="ssla",
     artifact="table-2",
+    records_health=True,
     title="Table 2: coverage (%) of central intervals on the heteroscedastic toy's test points",
     leaderboard=(RankedMetric("nll"), RankedMetric("cov95", nominal=95.0), RankedMetric("crps")),
     paper_seed=PAPER_SEED,
@@ -135,6 +136,7 @@ TABLE_2 = ArtifactSpec(
 FIGURE_2 = ArtifactSpec(
     paper="ssla",
     artifact="figure-2",
+    records_health=True,
     title="Figure 2: predictive mean and ±2·sd band (labelled 95 % in the paper) per method",
     experiment="ssla/table-2",
     paper_seed=PAPER_SEED,

@@ -52,6 +52,7 @@ TABLE_3 = ArtifactSpec(
 TABLE_4 = ArtifactSpec(
     paper="ssla",
     artifact="table-4",
+    records_health=True,
     title="Table 4: coverage (%), NLL and CRPS of SSLA, ASSLA and LA on eight UCI data sets",
     paper_seed=PAPER_SEED,
     row_order=tuple(f"{d}/{m}" for d in DATASETS for m in METHODS),

@@ -128,6 +128,28 @@ def test_a_collapsed_fit_makes_its_cells_and_claims_not_comparable():
                                  "other protocol": AGREES}
 
 
+def test_records_without_health_cannot_vouch_where_the_task_records_it():
+    """SSLA Table 2's committed verdicts rested on records written before the regression
+    runner recorded health: they passed for healthy. Where the spec says its task records
+    health, such a record makes the cell and the claim not comparable."""
+    healthy = assess([constant_prediction_check(100.0, 395.25, 150)])
+    values = {("N(0,1)", "SSLA"): -0.0259, ("N(0,0.1)", "SSLA"): -0.0300}
+    records = [record(values, health={"N(0,1)": healthy, "N(0,0.1)": healthy}),
+               record(values, seed=1)]
+    anchors = (Anchor("uses N(0,1)", "1", lambda r: 1.0, Tolerance(abs=0.1), rows=("N(0,1)",)),)
+    lenient = dataclasses.replace(TABLE_7, anchors=anchors)
+    strict = dataclasses.replace(lenient, records_health=True)
+    assert comparison_table(lenient, records).set_index(["row", "column"]).loc[
+        ("N(0,1)", "SSLA"), "verdict"] == AGREES
+    table = comparison_table(strict, records).set_index(["row", "column"])
+    assert table.loc[("N(0,1)", "SSLA"), "verdict"] == "not comparable"
+    assert table.loc[("N(0,1)", "SSLA"), "cause"].startswith(
+        "fit health not recorded (1 record(s), seed(s) 1, written before")
+    assert anchor_table(strict, records).iloc[0]["verdict"] == "not comparable"
+    assert comparison_table(strict, records[:1]).set_index(["row", "column"]).loc[
+        ("N(0,1)", "SSLA"), "verdict"] == AGREES
+
+
 def test_a_cell_not_comparable_for_two_reasons_names_both():
     """A failed fit does not hide the spec's own reason (e.g. a stand-in network)."""
     collapsed = assess([constant_prediction_check(395.2, 395.25, 150)])
