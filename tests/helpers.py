@@ -107,3 +107,13 @@ def assert_verdict_follows_fit_health(cell, records: list[dict], row: str) -> No
     else:
         assert cell["verdict"] == "not comparable" and "fit failed" in cell["cause"], (
             cell["verdict"], cell["cause"])
+
+
+def with_health(record: dict) -> dict:
+    """``record`` as a task that records fit health writes it: every row of its cells (or one
+    ``grid`` entry where it has none) healthy, unless it already carries health."""
+    if record.get("health"):
+        return record
+    rows = {cell["row"] for cell in record.get("cells") or ()} or {"grid"}
+    return {**record, "health": {row: {"healthy": True, "why": "", "checks": {}}
+                                 for row in sorted(rows)}}

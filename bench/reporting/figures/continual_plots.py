@@ -22,7 +22,6 @@ from bench.reporting.claims import summarise_cells  # noqa: E402
 
 _MATRIX_COLUMN = re.compile(r"^(?P<map>map/)?after=(?P<t>\d+)/task=(?P<s>\d+)$")
 _MEAN_COLUMN = re.compile(r"^(?P<map>map/)?after=(?P<t>\d+)/mean$")
-ROW_ORDER = ("KFAC", "DIAG")
 
 
 def accuracy_matrix(means: dict[tuple[str, str], float], row: str, network: bool
@@ -55,7 +54,8 @@ def continual_figure(records: list[dict[str, Any]], spec=None):
     matrix (rows: after task t, columns: test task s) and the mean-over-seen-tasks curves."""
     means = {key: summary.mean for key, summary in summarise_cells(records).items()}
     present = {row for row, _ in means}
-    rows = [r for r in ROW_ORDER if r in present] + sorted(present - set(ROW_ORDER))
+    order = [row for row in (spec.row_order if spec is not None else ()) if row in present]
+    rows = order + sorted(present - set(order))
     if not rows:
         raise LookupError("no continual-learning cells in the records")
     fig, axes = plt.subplots(len(rows), 3, figsize=(11.0, 3.4 * len(rows)), squeeze=False)

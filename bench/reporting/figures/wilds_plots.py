@@ -20,7 +20,6 @@ from bench.reporting.claims import Summary, summarise_cells  # noqa: E402
 from bench.reporting.intervals import Range, clip_interval, measure_range  # noqa: E402
 
 DATASETS = ("camelyon17", "fmow", "civilcomments", "amazon", "poverty")
-METHODS = ("MAP", "TS", "DE", "LA")
 # Figure 10's rows, top to bottom (regression takes mse / calibration in the first / fourth).
 METRIC_ROWS = (("accuracy", "mse"), ("confidence",), ("nll",), ("ece", "calibration"),
                ("mce",), ("brier",))
@@ -40,6 +39,15 @@ def error_bar(summary: Summary, bounds: Range | None) -> tuple[float, float]:
     return summary.mean - low, high - summary.mean
 
 
+def method_order(summaries: dict[tuple[str, str], Any], spec=None) -> list[str]:
+    """The methods of the ``<data set>/<method>`` rows present: in the spec's row order
+    first, then the others by name."""
+    present = {row.split("/", 1)[1] for row, _ in summaries if "/" in row}
+    order = [row.split("/", 1)[1] for row in (spec.row_order if spec is not None else ())]
+    ordered = [method for method in dict.fromkeys(order) if method in present]
+    return ordered + sorted(present - set(ordered))
+
+
 def wilds_figure(records: list[dict[str, Any]], spec=None):
     """The figure: one column per data set present, one row per metric group; bars ID
     (plain) and OOD (hatched) per method."""
@@ -47,6 +55,7 @@ def wilds_figure(records: list[dict[str, Any]], spec=None):
     present = [d for d in DATASETS if any(row.startswith(f"{d}/") for row, _ in summaries)]
     if not present:
         raise LookupError("no WILDS cells in the records")
+    methods = method_order(summaries, spec)
     fig, axes = plt.subplots(len(METRIC_ROWS), len(present), squeeze=False,
                              figsize=(2.6 * len(present), 1.7 * len(METRIC_ROWS)))
     for column, dataset in enumerate(present):
@@ -57,7 +66,7 @@ def wilds_figure(records: list[dict[str, Any]], spec=None):
             for metric in names:
                 bars = {(k, j, split): summaries.get((f"{dataset}/{method}",
                                                       f"{split}/{metric}"))
-                        for k, method in enumerate(METHODS)
+                        for k, method in enumerate(methods)
                         for j, split in enumerate(("id", "ood"))}
                 bounds = measure_range(metric, [s.mean for s in bars.values() if s is not None])
                 for (k, j, split), summary in bars.items():
@@ -72,7 +81,7 @@ def wilds_figure(records: list[dict[str, Any]], spec=None):
                 if drawn:
                     ax.set_ylabel(metric, fontsize=8)
                     break
-            ax.set_xticks([k + 0.2 for k in range(len(METHODS))], METHODS, fontsize=7)
+            ax.set_xticks([k + 0.2 for k in range(len(methods))], methods, fontsize=7)
             ax.tick_params(axis="y", labelsize=7)
             if not drawn:
                 ax.set_axis_off()

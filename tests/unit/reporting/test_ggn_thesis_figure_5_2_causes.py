@@ -8,6 +8,7 @@ import pytest
 from bench.reporting.causes.ggn_thesis import grid_diagnostics, map_fit
 from bench.reporting.compare import anchor_table
 from bench.reporting.specs.ggn_thesis import FIGURE_5_2
+from tests.helpers import with_health
 
 DELTAS = [0.01, 0.1, 1.0, 10.0, 100.0]
 STEPS_LABEL = "grid steps between the evidence optimum and the test-LL optimum"
@@ -19,13 +20,13 @@ CPU_FIT = {"lr": 0.01, "lr_schedule": "cosine", "steps": 3000}
 
 def row_record(noise, evidence, test_ll, train_ll, gradient_norm, gap, seed=0, method=None):
     """One sigma^2 row of the grid; eq. 3.19 lies ``gap`` above the Laplace evidence."""
-    return {"status": "ok", "seed": seed, "fitted": {"noise_variance": noise},
+    return with_health({"status": "ok", "seed": seed, "fitted": {"noise_variance": noise},
             "arrays": {"prior_precision": DELTAS, "log_evidence": evidence,
                        "test_ll": test_ll, "train_ll": train_ll,
                        "gradient_norm": gradient_norm,
                        "linearised_log_evidence": [e + g for e, g in zip(evidence, gap,
                                                                           strict=True)]},
-            "cells": [], "config": {"method": method or CPU_FIT}}
+            "cells": [], "config": {"method": method or CPU_FIT}})
 
 
 def grid_records():

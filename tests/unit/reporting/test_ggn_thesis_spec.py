@@ -30,18 +30,19 @@ from bench.reporting.specs.ggn_thesis import (
     FIGURE_5_4,
     grid_steps_between_optima,
 )
+from tests.helpers import with_health
 
 DELTAS = [10 ** (-2 + 4 * k / 18) for k in range(19)]
 
 
 def grid_record(noise, evidence, test_ll, train_ll=None, seed=0):
     n = len(DELTAS)
-    return {"status": "ok", "seed": seed, "fitted": {"noise_variance": noise},
+    return with_health({"status": "ok", "seed": seed, "fitted": {"noise_variance": noise},
             "arrays": {"prior_precision": DELTAS, "log_evidence": evidence,
                        "test_ll": test_ll, "train_ll": train_ll or [-0.01] * n,
                        "blr_mean_shift": [1e-3] * n,
                        "linearised_log_evidence": [v + 0.1 for v in evidence]},
-            "cells": [], "config": {}}
+            "cells": [], "config": {}})
 
 
 def peaked(at: int, height: float = 0.0):
@@ -190,11 +191,11 @@ def test_data_noise_side_runs_have_their_own_study_anchors_and_leave_the_thesis_
 
 def predictive_record(row, cells, protocol="paper", fitted=None, samples=1):
     step = 0.999 if protocol == "paper" else 0.1
-    return {"status": "ok", "seed": 0, "protocol": protocol, "variant": row,
+    return with_health({"status": "ok", "seed": 0, "protocol": protocol, "variant": row,
             "cells": [{"row": row, "column": c, "value": v} for c, v in cells.items()],
             "arrays": {}, "fitted": fitted or {},
             "config": {"posterior": row, "method": {"variants": {
-                row: {"step_size": step, "mc_samples": samples}}}}}
+                row: {"step_size": step, "mc_samples": samples}}}}})
 
 
 def ngvi_fit(iterations, reason, gradient, nll, window=None, step=None):
@@ -311,11 +312,13 @@ def test_a_polish_that_ended_at_its_cap_makes_the_claims_on_its_grid_not_compara
     that grid are not comparable; a side run's grid is judged on its own health."""
     ours = [moons_record(seed, peaked(8)) for seed in (0, 1)]
     for record in ours:
+        record.pop("health")  # written before the task recorded it
         record["config"]["method"] = {"polish_iterations": 10000}
         record["cells"] = [{"row": "bernoulli", "column": "argmax_delta", "value": 0.599}]
     ours[0]["arrays"]["polish_iterations"][5] = 10000.0
     ours[0]["arrays"]["gradient_norm"][5] = 0.013
     side = side_run(0, peaked(5), 0.1)
+    side.pop("health")
     side["config"]["method"] = {"polish_iterations": 10000}
     side["cells"] = [{"row": "bernoulli (data noise 0.1)", "column": "argmax_delta",
                       "value": 0.129}]

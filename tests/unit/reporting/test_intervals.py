@@ -21,6 +21,7 @@ from bench.reporting.intervals import (
 )
 from bench.reporting.specs import SPECS
 from bench.reporting.verdicts import Tolerance
+from tests.helpers import with_health
 
 T_975_DF5 = 2.5705818366147395  # Student-t 0.975 quantile, 5 degrees of freedom (tables)
 # Coverage (%) of 25 test points at six seeds: multiples of 4.
@@ -36,9 +37,9 @@ def hand_interval(values: list[float]) -> tuple[float, float, float]:
 
 
 def records_for(row: str, column: str, values: list[float], seeds=(42, 0, 1, 2, 3, 4)):
-    return [{"status": "ok", "seed": seed, "protocol": "paper", "scale": "cpu",
-             "finished_at": f"2026-01-0{i + 1}", "cells": [{"row": row, "column": column,
-                                                           "value": value}]}
+    return [with_health({"status": "ok", "seed": seed, "protocol": "paper", "scale": "cpu",
+                         "finished_at": f"2026-01-0{i + 1}",
+                         "cells": [{"row": row, "column": column, "value": value}]})
             for i, (seed, value) in enumerate(zip(seeds, values, strict=True))]
 
 

@@ -22,6 +22,7 @@ from bench.reporting.specs.laplace_redux import (
     swap_position,
 )
 from bench.reporting.targets import paper_values
+from tests.helpers import with_health
 from tests.unit.datasets.image_fixtures import write_mnist_like
 
 TABLE_3 = SPECS["laplace_redux/table-3"]
@@ -80,9 +81,9 @@ def test_emnist_cells_need_data_until_the_files_are_there(tmp_path):
 
 def test_table_3_shows_mean_and_standard_error_over_seeds():
     values = [61.5, 62.0, 62.5]
-    records = [{"status": "ok", "seed": seed, "protocol": "paper", "scale": "cpu",
-                "finished_at": "2026", "cells": [{"row": "LA", "column": "conf_fmnist",
-                                                  "value": v}]}
+    records = [with_health({"status": "ok", "seed": seed, "protocol": "paper", "scale": "cpu",
+                            "finished_at": "2026",
+                            "cells": [{"row": "LA", "column": "conf_fmnist", "value": v}]})
                for seed, v in zip((6, 12, 13), values, strict=True)]
     table = comparison_table(TABLE_3, records)
     line = table[(table["row"] == "LA") & (table["column"] == "conf_fmnist")].iloc[0]
@@ -126,8 +127,9 @@ def test_shift_anchor_cause_names_each_failing_level_with_its_paired_spread():
 
 
 def table_3_record(cells: dict[tuple[str, str], float], seed: int = 6) -> dict:
-    return {"status": "ok", "seed": seed, "protocol": "paper", "scale": "cpu",
-            "cells": [{"row": r, "column": c, "value": v} for (r, c), v in cells.items()]}
+    return with_health({"status": "ok", "seed": seed, "protocol": "paper", "scale": "cpu",
+                        "cells": [{"row": r, "column": c, "value": v}
+                                  for (r, c), v in cells.items()]})
 
 
 def test_table_3_anchor_causes_quote_the_records_and_survive_missing_cells():

@@ -17,14 +17,15 @@ from bench.reporting.specs.laplace_redux_structures import (
     time_ratio,
 )
 from bench.reporting.targets import paper_values
+from tests.helpers import with_health
 
 TABLE_2 = SPECS["laplace_redux/table-2"]
 
 
 def record(row: str, seed: int, seconds: float, laplace_class: str = "DiagLaplace") -> dict:
-    return {"method": row, "seed": seed, "status": "ok",
-            "cells": [{"row": row, "column": "pred_time", "value": seconds}],
-            "fitted": {"methods": {row: {"laplace_class": laplace_class}}}}
+    return with_health({"method": row, "seed": seed, "status": "ok",
+                        "cells": [{"row": row, "column": "pred_time", "value": seconds}],
+                        "fitted": {"methods": {row: {"laplace_class": laplace_class}}}})
 
 
 def test_time_ratios_are_taken_within_a_seed_then_averaged():
@@ -63,13 +64,14 @@ def structure_record(row: str, laplace_class: str, device: str = "cpu",
                                                   "emnist_digits_torchvision")) -> dict:
     values = {"test_loglik": -0.3, "test_acc": 0.894, "ood_auroc_avg": 0.83,
               "pred_time": 29.5, "auroc_mnist": 0.8}
-    return {"method": row, "seed": 711, "status": "ok", "protocol": "paper", "scale": "cpu",
-            "device": device,
-            "cells": [{"row": row, "column": column, "value": value}
-                      for column, value in values.items()],
-            "fitted": {"methods": {row: {"laplace_class": laplace_class}},
-                       "set_sizes": {"fashion_mnist": size, "mnist": size},
-                       "ood_sets": list(ood_sets)}}
+    return with_health({
+        "method": row, "seed": 711, "status": "ok", "protocol": "paper", "scale": "cpu",
+        "device": device,
+        "cells": [{"row": row, "column": column, "value": value}
+                  for column, value in values.items()],
+        "fitted": {"methods": {row: {"laplace_class": laplace_class}},
+                   "set_sizes": {"fashion_mnist": size, "mnist": size},
+                   "ood_sets": list(ood_sets)}})
 
 
 def test_the_stand_in_full_row_and_cpu_seconds_are_not_comparable():
@@ -108,12 +110,13 @@ def test_the_all_weights_full_row_is_judged_but_its_seconds_are_not():
 def side_run(label: str, values: dict[str, float], seed: int = 711) -> dict:
     """A budget side run's record: Table 2's DIAG job with a row suffix."""
     row = budget_row(label)
-    return {"method": "LA/DIAG", "seed": seed, "status": "ok", "protocol": "paper",
-            "scale": "cpu", "device": "cpu", "config": {"row_suffix": f" ({label})"},
-            "cells": [{"row": row, "column": column, "value": value}
-                      for column, value in values.items()],
-            "fitted": {"methods": {"LA/DIAG": {"laplace_class": "DiagLaplace"}},
-                       "set_sizes": {"fashion_mnist": 2000}}}
+    return with_health({
+        "method": "LA/DIAG", "seed": seed, "status": "ok", "protocol": "paper",
+        "scale": "cpu", "device": "cpu", "config": {"row_suffix": f" ({label})"},
+        "cells": [{"row": row, "column": column, "value": value}
+                  for column, value in values.items()],
+        "fitted": {"methods": {"LA/DIAG": {"laplace_class": "DiagLaplace"}},
+                   "set_sizes": {"fashion_mnist": 2000}}})
 
 
 def with_values(record: dict, **values: float) -> dict:

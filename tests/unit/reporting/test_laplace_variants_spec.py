@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from bench.reporting.causes.laplace_redux import broken_variants, default_failures
 from bench.reporting.specs.laplace_redux_variants import default_competitive, kfac_tradeoff
+from tests.helpers import with_health
 
 PANEL = "fmnist, DA"
 
@@ -74,9 +75,10 @@ def test_one_point_tolerances_are_not_judged_below_the_noise_of_500_test_images(
     cells = means(lowrank_ece=77.4)
 
     def record(n_test):
-        return {"status": "ok", "seed": 0, "protocol": "paper",
-                "config": {"dataset": {"n_test": n_test}},
-                "cells": [{"row": r, "column": c, "value": v} for (r, c), v in cells.items()]}
+        return with_health({"status": "ok", "seed": 0, "protocol": "paper",
+                            "config": {"dataset": {"n_test": n_test}},
+                            "cells": [{"row": r, "column": c, "value": v}
+                                      for (r, c), v in cells.items()]})
 
     # The lowest accuracy, 87.4 % at 500, has the largest SE of a difference:
     # 100 sqrt(2 * 0.874 * 0.126 / 500) = 2.10 points.

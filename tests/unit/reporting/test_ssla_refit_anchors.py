@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from bench.reporting.compare import anchor_table
 from bench.reporting.specs.ssla_nn import REFIT_LABELS, TABLE_2
+from tests.helpers import with_health
 
 
 def _record(metrics: dict, fitted: dict) -> dict:
-    return {"status": "ok", "cells": [], "metrics": metrics, "fitted": fitted}
+    return with_health({"status": "ok", "cells": [], "metrics": metrics, "fitted": fitted})
 
 
 def test_one_step_refit_records_show_no_refit_anchors():
