@@ -67,6 +67,9 @@ def fit_of(method: str, experiment: str, scale: str) -> Fit:
     except ConfigError as err:
         return Fit(experiment, str(err).split(": ", 1)[-1] if "does not fit" in str(err)
                    else str(err))
+    except (ImportError, AttributeError, ValueError) as err:
+        raise ConfigError(f"method={method}: its _target_ cannot be loaded "
+                          f"({type(err).__name__}: {str(err).splitlines()[0]})") from None
     missing = [line for spec in specs_reading(experiment) for line in missing_data(spec)]
     if missing:
         return Fit(experiment, f"needs data: {missing[0]}")
@@ -148,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         command.append("--dry-run")
     status = reproduce_command.main(command)
-    if args.dry_run or status == 2:
+    if args.dry_run or status not in (0, 1):  # a bad override, Ctrl-C or SIGTERM
         return status
     try:
         for path in write_leaderboard(SPECS.values(), default_results_dir(), args.out,

@@ -37,6 +37,9 @@ def index_markdown(out_dir: Path) -> str:
         "[FINDINGS.md](FINDINGS.md) and [timing.md](timing.md).",
         "",
     ]
+    if (Path(out_dir) / "leaderboard.md").exists():
+        lines += ["Methods ranked across the artifacts, a method of your own included "
+                  "(`make benchmark METHOD=<name>`): [leaderboard.md](leaderboard.md).", ""]
     reported = [f"{paper}/{artifact}" for paper, artifact in catalog_artifacts()
                 if report_paths(paper, artifact, out_dir)["md"].exists()]
     summaries = split_summaries(read_summaries(out_dir), implemented_artifacts(), out_dir)

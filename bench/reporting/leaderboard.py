@@ -5,12 +5,15 @@ Built from the records already there, at one scale. An artifact is on it when it
 ``leaderboard`` metrics (:class:`bench.reporting.ranking.RankedMetric`, the primary first).
 Per artifact:
 
-- **one protocol**: the corrected one where the records have it (the paper code's quirks are
-  not a method's merit), else the paper's;
-- **only healthy fits**: a row is ranked when every seed's record holds a health verdict for
-  it and every one is healthy; a row with a failed fit on any seed, or written before fit
-  health existed, is listed as not ranked, with the reason (ranking its other seeds would
-  choose seeds by their outcome);
+- **one protocol**: the corrected one where it has ok records (the paper code's quirks are
+  not a method's merit), else the paper's; rows that ran only under another protocol are
+  listed as not ranked;
+- **only healthy fits, on every seed**: for each row and seed the latest ok record counts
+  (a rerun supersedes, values and health alike); a row is ranked when every seed that the
+  protocol's records hold has an ok value of the primary metric and a health verdict, and
+  every verdict is healthy. Otherwise it is listed as not ranked, with the reason: a failed
+  or missing job, a failed fit, or records written before fit health (ranking its other
+  seeds would choose seeds by their outcome);
 - rows ranked on the primary metric's mean over seeds with its 95% Student-t interval, ties
   marked where the intervals overlap; the other metrics are shown beside it.
 
@@ -31,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness.records import iter_records
-from bench.reporting.compare import ordered_protocols
 from bench.reporting.files import write_atomically
 from bench.reporting.ranking import Standing, mean_ranks, ranked, scored
 from bench.reporting.spec import ArtifactSpec
@@ -58,44 +60,66 @@ class ArtifactBoard:
 
 
 def chosen_protocol(records: list[dict[str, Any]]) -> str:
-    """The protocol ranked: the first of :data:`PREFERRED_PROTOCOLS` the records have, else
-    the first they have."""
-    present = ordered_protocols(records)
+    """The protocol ranked: the first of :data:`PREFERRED_PROTOCOLS` that has ok records,
+    else the first protocol that has any ("" when none has)."""
+    present = list(dict.fromkeys(str(r.get("protocol", "")) for r in records
+                                 if r.get("status") == "ok"))
     for protocol in PREFERRED_PROTOCOLS:
         if protocol in present:
             return protocol
     return present[0] if present else ""
 
 
-def row_health(records: list[dict[str, Any]], row: str) -> str:
-    """Why ``row`` is not ranked ("" when every record has it healthy)."""
+def _finished_key(record: dict[str, Any]) -> tuple[bool, str]:
+    """Sort key putting records in the order they finished, a missing time last (as the
+    reports' :mod:`bench.reporting.aggregate` does)."""
+    finished = record.get("finished_at")
+    return (not finished, str(finished or ""))
+
+
+def latest_per_row_and_seed(records: list[dict[str, Any]]
+                            ) -> dict[str, dict[Any, dict[str, Any]]]:
+    """row -> seed -> the latest ok record holding a cell of that row (a rerun supersedes
+    the record before it, health and values alike)."""
+    latest: dict[str, dict[Any, dict[str, Any]]] = {}
+    for record in sorted(records, key=_finished_key):
+        if record.get("status") != "ok":
+            continue
+        for row in dict.fromkeys(cell["row"] for cell in record.get("cells") or ()):
+            latest.setdefault(row, {})[record.get("seed")] = record
+    return latest
+
+
+def cell_value(record: dict[str, Any], row: str, column: str) -> float:
+    """The record's value of one cell (NaN when it has none)."""
+    for cell in record.get("cells") or ():
+        if cell["row"] == row and cell["column"] == column and cell["value"] is not None:
+            return float(cell["value"])
+    return math.nan
+
+
+def not_ranked_reason(by_seed: dict[Any, dict[str, Any]], row: str, column: str,
+                      seeds: set[Any]) -> str:
+    """Why ``row`` is not ranked ("" when it is): a seed of the protocol without an ok
+    value of the primary metric (a failed or missing job), a record without health, or an
+    unhealthy fit, on any seed."""
+    missing = sorted((str(seed) for seed in seeds
+                      if seed not in by_seed or not math.isfinite(
+                          cell_value(by_seed[seed], row, column))), key=str)
+    if missing:
+        return (f"no ok {column} on seed(s) {', '.join(missing)} of this protocol (failed or "
+                "not run): ranking the other seeds would choose seeds by their outcome")
     failed = []
-    for record in records:
+    for seed, record in sorted(by_seed.items(), key=lambda item: str(item[0])):
         entry = (record.get("health") or {}).get(row)
         if entry is None:
             return NO_HEALTH
         if not entry.get("healthy", False):
-            failed.append(f"seed {record.get('seed')}: {entry.get('why', '')}")
+            failed.append(f"seed {seed}: {entry.get('why', '')}")
     if failed:
         more = f"; and {len(failed) - 2} more" if len(failed) > 2 else ""
         return f"fit failed ({'; '.join(failed[:2])}{more})"
     return ""
-
-
-def seed_values(records: list[dict[str, Any]], column: str) -> dict[str, dict[int, float]]:
-    """row -> seed -> the column's value, the latest record of each seed winning."""
-    ordered = sorted(records, key=lambda record: str(record.get("finished_at") or ""))
-    values: dict[str, dict[int, float]] = {}
-    for record in ordered:
-        for cell in record.get("cells") or ():
-            if cell["column"] == column and cell["value"] is not None:
-                values.setdefault(cell["row"], {})[record.get("seed")] = float(cell["value"])
-    return values
-
-
-def records_with_row(records: list[dict[str, Any]], row: str) -> list[dict[str, Any]]:
-    """The records holding a cell of ``row``."""
-    return [r for r in records if any(cell["row"] == row for cell in r.get("cells") or ())]
 
 
 def artifact_board(spec: ArtifactSpec, records: list[dict[str, Any]]) -> ArtifactBoard:
@@ -103,7 +127,8 @@ def artifact_board(spec: ArtifactSpec, records: list[dict[str, Any]]) -> Artifac
     if spec.record_view is not None:
         records = [spec.record_view(record) for record in records]
     protocol = chosen_protocol(records)
-    ok = [r for r in records if r.get("status") == "ok" and r.get("protocol", "") == protocol]
+    mine = [r for r in records if str(r.get("protocol", "")) == protocol]
+    ok = [r for r in mine if r.get("status") == "ok"]
     board = ArtifactBoard(spec, protocol, len(ok))
     if not ok:
         return board
@@ -114,26 +139,40 @@ def artifact_board(spec: ArtifactSpec, records: list[dict[str, Any]]) -> Artifac
                 f"{spec.key}: leaderboard metric {metric.column!r} is not a column of its "
                 f"records; columns: {', '.join(sorted(columns)[:12])}")
     primary, *others = spec.leaderboard
-    values = seed_values(ok, primary.column)
-    healthy = {}
-    for row, by_seed in values.items():
-        reason = row_health(records_with_row(ok, row), row)
+    seeds = {record.get("seed") for record in mine}
+    latest = latest_per_row_and_seed(ok)
+    ranked_rows = {}
+    for row, by_seed in latest.items():
+        if not any(cell["row"] == row and cell["column"] == primary.column
+                   for record in by_seed.values() for cell in record.get("cells") or ()):
+            continue
+        reason = not_ranked_reason(by_seed, row, primary.column, seeds)
         if reason:
             board.not_ranked[row] = reason
         else:
-            healthy[row] = by_seed
-    board.standings = ranked(healthy, primary)
+            ranked_rows[row] = by_seed
+    elsewhere = {cell["row"] for r in records if r.get("status") == "ok"
+                 and str(r.get("protocol", "")) != protocol for cell in r.get("cells") or ()
+                 if cell["column"] == primary.column} - set(latest)
+    for row in elsewhere:
+        board.not_ranked[row] = f"no records under the protocol ranked here ({protocol})"
+    board.standings = ranked({row: {seed: cell_value(record, row, primary.column)
+                                    for seed, record in by_seed.items()}
+                              for row, by_seed in ranked_rows.items()}, primary)
     for metric in others:
-        by_row = seed_values(ok, metric.column)
-        board.others[metric.label] = {
-            row: tuple(scored(by_row[row], metric)[i] for i in (0, 2, 3))
-            for row in healthy if row in by_row}
+        board.others[metric.label] = {}
+        for row, by_seed in ranked_rows.items():
+            values = {seed: cell_value(record, row, metric.column)
+                      for seed, record in by_seed.items()}
+            if any(math.isfinite(v) for v in values.values()):
+                board.others[metric.label][row] = tuple(scored(values, metric)[i]
+                                                        for i in (0, 2, 3))
     return board
 
 
 def _cell(text: str) -> str:
     """Text safe inside a Markdown table cell (its pipes escaped)."""
-    return text.replace("|", "\\|")
+    return " ".join(text.split()).replace("|", "\\|")
 
 
 def _number(value: float) -> str:
@@ -165,12 +204,14 @@ def board_markdown(board: ArtifactBoard) -> list[str]:
     for s in board.standings:
         others = [_interval(*board.others[m.label][s.row]) if s.row in board.others[m.label]
                   else "–" for m in metrics[1:]]
-        ties = "≈ " + ", ".join(s.tied_with) if s.tied_with else ""
+        ties = ("≈ " + ", ".join(s.tied_with) if s.tied_with
+                else "undetermined (no interval)" if not math.isfinite(s.ci_low) else "")
         cells = [str(s.rank), _cell(s.row), _interval(s.mean, s.ci_low, s.ci_high),
                  _cell(ties), *others, str(s.n_seeds)]
         lines.append("| " + " | ".join(cells) + " |")
     if not board.standings:
-        lines.append("| – | no healthy row | | | " + "| " * (len(metrics) - 1) + "|")
+        lines.append("| " + " | ".join(["–", "no ranked row", *[""] * (len(header) - 2)])
+                     + " |")
     lines.append("")
     if board.not_ranked:
         lines += ["Not ranked:", ""]
@@ -180,9 +221,10 @@ def board_markdown(board: ArtifactBoard) -> list[str]:
 
 
 def overall_ranks(boards: Iterable[ArtifactBoard]) -> list[tuple[str, float, float, int]]:
-    """Every ranked row's mean rank over the artifacts (:func:`mean_ranks`)."""
+    """Every ranked row's mean rank over the artifacts that ranked two rows or more
+    (:func:`mean_ranks`; a row alone on its board was compared with nothing)."""
     entries = [(board.spec.key, s.row, s.rank, len(board.standings))
-               for board in boards for s in board.standings]
+               for board in boards if len(board.standings) > 1 for s in board.standings]
     return mean_ranks(entries)
 
 
@@ -192,14 +234,17 @@ def leaderboard_markdown(boards: list[ArtifactBoard], scale: str) -> str:
     lines = [f"# Leaderboard ({scale} scale)", "",
              "Every method that ran on an artifact whose report names leaderboard metrics, "
              "ranked from the records (`python -m bench.report --leaderboard`). Only healthy "
-             "fits count: a row with a failed fit on any seed, or whose records predate fit "
-             "health, is listed under its artifact as not ranked. Where an artifact has a "
+             "fits on every seed count: a row with a failed fit or a failed job on any seed, "
+             "or whose records predate fit health, is listed under its artifact as not "
+             "ranked. Where an artifact has a "
              "corrected protocol beside the paper's, the corrected one is ranked (the paper "
              "code's quirks are not a method's merit). Row names are each table's own.", "",
              "## Across artifacts", "",
              "Mean rank on each artifact's primary metric, and the mean normalised rank "
              "(rank - 1) / (rows ranked - 1): 0 first, 1 last, so that artifacts with many "
-             "rows do not weigh more. Sorted by the normalised rank.", "",
+             "rows do not weigh more; artifacts that ranked fewer than two rows are left out. "
+             "Ranks are by mean: rows tied within their intervals still get distinct ranks "
+             "here (the ties are marked per artifact). Sorted by the normalised rank.", "",
              "| row | mean normalised rank | mean rank | artifacts |", "|---|---|---|---|"]
     lines += [f"| {_cell(row)} | {norm:.2f} | {rank:.2f} | {count} |"
               for row, rank, norm, count in overall]
@@ -220,7 +265,7 @@ def ranks_figure(boards: list[ArtifactBoard]):
     import numpy as np
 
     overall = overall_ranks(boards)
-    ranked_boards = [b for b in boards if b.standings]
+    ranked_boards = [b for b in boards if len(b.standings) > 1]
     rows = [row for row, *_ in overall]
     grid = np.full((len(rows), max(len(ranked_boards), 1)), np.nan)
     for j, board in enumerate(ranked_boards):

@@ -79,3 +79,17 @@ def test_the_cost_estimate_reads_the_reports_job_times(tmp_path):
     seconds, why = job_seconds_estimate("ssla/table-2", "mc_dropout", tmp_path)
     assert seconds == pytest.approx(10.0) and "not this method's" in why
     assert job_seconds_estimate("ssla/table-2", "la", tmp_path / "none") is None
+
+
+def test_a_method_whose_target_cannot_be_loaded_is_one_line(monkeypatch):
+    from omegaconf import OmegaConf
+
+    from bench.cli import benchmark_method_command
+    from bench.harness.errors import ConfigError
+
+    broken = OmegaConf.create({"name": "ssla/table-2",
+                               "task": {"_target_": "bench.tasks.nn_regression.run"},
+                               "method": {"_target_": "my_methods.missing.Method"}})
+    monkeypatch.setattr(benchmark_method_command, "_check_composes", lambda *_: broken)
+    with pytest.raises(ConfigError, match=r"^method=mine: its _target_ cannot be loaded"):
+        fit_of("mine", "ssla/table-2", "smoke")

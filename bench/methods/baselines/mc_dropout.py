@@ -7,8 +7,10 @@ with weight decay in minibatches, early stopping on the validation set's MC-drop
 best epoch's weights restored. The predictive keeps dropout on: ``n_samples`` masked passes,
 moment-matched to one Gaussian (mean of the means; mean of the variances plus the variance of
 the means). Every draw has its own stream derived from the job's seed (initialisation and
-minibatch order, training masks, validation masks, prediction masks), so a prediction is the
-same each time it is asked for; the global RNG is not used.
+minibatch order, training masks, validation masks, prediction masks), so a prediction at the
+same inputs is the same each time it is asked for; the global RNG is not used. The masks of
+one call are drawn for all its inputs at once, so a point's predictive depends on the batch it
+is asked in (the regression tasks ask for the whole test set in one call).
 """
 
 from __future__ import annotations
@@ -76,6 +78,10 @@ class MCDropout:
     def fit(self, data: RegressionSplits, seed: int, base: Any = None) -> dict[str, Any]:
         """Train the dropout network on the training part, stopping on the validation part's
         MC-dropout NLL; returns epochs, best epoch, best validation NLL, parameters, seconds."""
+        if len(data.y_val) == 0:
+            raise ConfigError("method=MCDropout stops early on the validation part, and the "
+                              "dataset's validation part is empty; give the dataset a "
+                              "validation split")
         watch = Stopwatch()
         self.shape = MLPShape((data.n_features, *self.n_hidden, 2), self.activation)
         self.seed = int(seed)

@@ -58,14 +58,24 @@ def test_the_prediction_is_the_same_at_every_call_and_moves_with_the_seed():
     assert not torch.equal(first.predict(data.x_test).mean, second.predict(data.x_test).mean)
 
 
-def test_it_learns_a_sine_with_noise():
+def test_it_learns_a_sine_with_noise_and_the_same_seed_fits_the_same_network():
     data = _splits(300)
-    method = MCDropout()
+    method, again = MCDropout(), MCDropout()
     diagnostics = method.fit(data, seed=0)
+    again.fit(data, seed=0)
     predictive = method.predict(data.x_test)
     residual = ((predictive.mean - data.y_test[:, 0]) ** 2).mean()
     assert residual < 0.25 * data.y_test.var()
-    assert diagnostics["epochs"] >= diagnostics["best_epoch"]
+    assert diagnostics["best_epoch"] > 0
+    assert torch.equal(method.theta, again.theta)
+
+
+def test_an_empty_validation_part_is_one_line():
+    data = _splits(50)
+    empty = RegressionSplits(data.x_train, data.y_train, data.x_val[:0], data.y_val[:0],
+                             data.x_test, data.y_test)
+    with pytest.raises(ConfigError, match="validation part is empty"):
+        MCDropout(max_epochs=2).fit(empty, seed=0)
 
 
 @pytest.mark.parametrize(("key", "value", "message"), [

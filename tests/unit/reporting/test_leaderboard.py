@@ -79,6 +79,8 @@ def test_the_board_ranks_the_corrected_protocol_and_only_healthy_fits():
     records = [
         *[_record("corrected", s, _cells("good", 1.0 + s / 10, 94.0), {"good": True})
           for s in range(3)],
+        *[_record("corrected", s, _cells("fine", 2.0 + s / 10, 95.0), {"fine": True})
+          for s in range(3)],
         *[_record("corrected", s, _cells("flaky", 0.5, 95.0), {"flaky": s != 1})
           for s in range(3)],
         *[_record("corrected", s, _cells("old", 0.4, 95.0)) for s in range(3)],
@@ -87,14 +89,47 @@ def test_the_board_ranks_the_corrected_protocol_and_only_healthy_fits():
     ]
     board = artifact_board(SPEC, records)
     assert board.protocol == "corrected"
-    assert [s.row for s in board.standings] == ["good"]
+    assert [s.row for s in board.standings] == ["good", "fine"]
     assert board.not_ranked["flaky"].startswith("fit failed (seed 1: chance accuracy")
     assert board.not_ranked["old"] == NO_HEALTH
+    assert board.not_ranked["paper-only"].startswith("no records under the protocol ranked")
     mean, low, high = board.others["|cov95 - 95| (lower is better)"]["good"]
     assert mean == pytest.approx(1.0) and low == pytest.approx(1.0)
     page = leaderboard_markdown([board], "cpu")
-    assert "| good | 0.00 | 1.00 | 1 |" in page
+    assert "| good | 0.00 | 1.00 | 1 |" in page and "| fine | 1.00 | 2.00 | 1 |" in page
     assert "\\|cov95 - 95\\|" in page
+
+
+def test_a_protocol_without_ok_records_is_not_the_one_ranked():
+    records = [_record("corrected", 0, _cells("a", 1.0, 95.0), {"a": True}, status="failed"),
+               *[_record("paper", s, _cells("a", 1.0 + s, 95.0), {"a": True})
+                 for s in range(2)]]
+    board = artifact_board(SPEC, records)
+    assert board.protocol == "paper" and [s.row for s in board.standings] == ["a"]
+
+
+def test_a_rerun_supersedes_and_a_failed_job_on_one_seed_unranks_the_row():
+    rerun = _record("paper", 1, _cells("a", 1.5, 95.0), {"a": True})
+    rerun["finished_at"] = "2026-12-08T00:00:00"
+    records = [*[_record("paper", s, _cells("a", 1.0, 95.0), {"a": s != 1}) for s in range(2)],
+               rerun,
+               *[_record("paper", s, _cells("b", 2.0, 95.0), {"b": True}) for s in range(2)],
+               _record("paper", 2, [], status="failed"),
+               _record("paper", 2, _cells("a", 1.0, 95.0), {"a": True})]
+    board = artifact_board(SPEC, records)
+    assert [s.row for s in board.standings] == ["a"]
+    assert board.standings[0].mean == pytest.approx((1.0 + 1.5 + 1.0) / 3)
+    assert board.not_ranked["b"].startswith("no ok nll on seed(s) 2 of this protocol")
+
+
+def test_one_seed_leaves_the_tie_undetermined_and_a_lone_row_out_of_the_mean_rank():
+    records = [_record("paper", 0, [*_cells("a", 1.0, 95.0), *_cells("b", 2.0, 95.0)],
+                       {"a": True, "b": True})]
+    board = artifact_board(SPEC, records)
+    page = leaderboard_markdown([board], "cpu")
+    assert "| 1 | a | 1 (1 seed) | undetermined (no interval) |" in page
+    lone = artifact_board(SPEC, [_record("paper", 0, _cells("a", 1.0, 95.0), {"a": True})])
+    assert "| a | " not in leaderboard_markdown([lone], "cpu").split("## demo/table-1")[0]
 
 
 def test_a_metric_the_records_do_not_have_is_one_line():
@@ -122,3 +157,11 @@ def test_the_command_writes_the_page(tmp_path, capsys):
     assert page.startswith("# Leaderboard (cpu scale)")
     assert "## ssla/table-2" in page and "No records at this scale." in page
     assert (tmp_path / "reports" / "leaderboard.png").stat().st_size > 0
+
+
+def test_the_reports_index_links_the_leaderboard_once_there_is_one(tmp_path):
+    from bench.reporting.index import index_markdown
+
+    assert "leaderboard.md" not in index_markdown(tmp_path)
+    (tmp_path / "leaderboard.md").write_text("# Leaderboard (cpu scale)\n")
+    assert "[leaderboard.md](leaderboard.md)" in index_markdown(tmp_path)
