@@ -133,6 +133,27 @@ def _latest_per_seed(ok: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [line for index, line in enumerate(ordered) if last[line["seed"]] == index]
 
 
+def current_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ok records, in their order, without the superseded ones: a record is superseded
+    when later ok records of its protocol and seed (by ``finished_at``, a missing time
+    counting as latest, as :func:`aggregate_cells` orders them) hold every cell it holds (a
+    rerun under a changed config). Claims and fit health read these, so a rerun's record
+    replaces its predecessor there as it does in the cells; a record without cells stays."""
+    ok = [record for record in records if record.get("status") == "ok"]
+    newest_first = sorted(range(len(ok)), reverse=True, key=lambda i: (
+        _missing(ok[i].get("finished_at")), str(ok[i].get("finished_at") or ""), i))
+    covered: set[tuple[Any, ...]] = set()
+    superseded = set()
+    for index in newest_first:
+        record = ok[index]
+        keys = {(record.get("protocol", ""), cell["row"], cell["column"], record.get("seed"))
+                for cell in record.get("cells") or ()}
+        if keys and keys <= covered:
+            superseded.add(index)
+        covered |= keys
+    return [record for index, record in enumerate(ok) if index not in superseded]
+
+
 def _missing(value: Any) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 

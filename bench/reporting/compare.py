@@ -9,7 +9,12 @@ from typing import Any
 import pandas as pd
 
 from bench.metrics.fit_health import fit_failed_reason, health_missing_reason
-from bench.reporting.aggregate import aggregate_cells, cells_frame, unattributed_failures
+from bench.reporting.aggregate import (
+    aggregate_cells,
+    cells_frame,
+    current_records,
+    unattributed_failures,
+)
 from bench.reporting.catalog import make_target
 from bench.reporting.intervals import Range, cell_ranges, clip_interval, range_text
 from bench.reporting.spec import UNREADABLE_RECORDS, Anchor, ArtifactSpec
@@ -220,10 +225,11 @@ def comparison_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.Da
         extra = [key for key in produced if key not in targets]
         keys_of[protocol] = _ordered_keys(spec, [*targets, *(extra if spec.extra_cells else [])])
     ranges = _ranges(spec, keys_of, targets, summaries)
+    current = current_records(records)
     lines = []
     for protocol, keys in keys_of.items():
-        ok_records = [r for r in records
-                      if r.get("status") == "ok" and r.get("protocol", "") == protocol]
+        ok_records = [r for r in current
+                      if r.get("protocol", "") == protocol]
         for key in keys:
             lines.append(_cell_line(spec, protocol, key, targets.get(key),
                                     summaries.get((protocol, *key)),
@@ -274,7 +280,7 @@ def anchor_table(spec: ArtifactSpec, records: list[dict[str, Any]]) -> pd.DataFr
     others is :func:`anchor_cause`, shown unless they agree. An anchor whose ``applies`` says
     no is left out.
     """
-    ok_records = [r for r in records if r.get("status") == "ok"]
+    ok_records = current_records(records)
     lines = []
     for anchor in spec.anchors:
         if anchor.applies is not None and not anchor.applies(ok_records):

@@ -180,3 +180,22 @@ def test_side_run_rows_are_counted_and_listed_apart_from_the_papers():
     main, studies = page.split("## Sensitivity studies and the corrected protocol")
     assert "N(0,1) (side run)" not in main and "N(0,1) (side run)" in studies
     assert "What differs: 0 number(s)" in main
+
+
+def test_a_rerun_replaces_its_predecessor_in_claims_and_health_as_in_the_cells():
+    """Figure 5.4's reruns (new config, same seed) left the first records beside them: the
+    cells took the latest, but the claims and the fit health read both."""
+    collapsed = assess([constant_prediction_check(395.2, 395.25, 150)])
+    healthy = assess([constant_prediction_check(100.0, 395.25, 150)])
+    first = record({("N(0,1)", "SSLA"): 5.0}, health={"N(0,1)": collapsed})
+    rerun = {**record({("N(0,1)", "SSLA"): -0.0259}, health={"N(0,1)": healthy}),
+             "finished_at": "2026-01-02T11:00:00+00:00"}
+    seen = []
+    spec = dataclasses.replace(TABLE_7, anchors=(
+        Anchor("uses N(0,1)", "1", lambda r: seen.append(len(r)) or 1.0, Tolerance(abs=0.1),
+               rows=("N(0,1)",)),))
+    table = comparison_table(spec, [first, rerun]).set_index(["row", "column"])
+    assert table.loc[("N(0,1)", "SSLA"), "verdict"] == AGREES
+    assert table.loc[("N(0,1)", "SSLA"), "n_superseded"] == 1
+    assert anchor_table(spec, [first, rerun]).iloc[0]["verdict"] == AGREES
+    assert seen == [1]
