@@ -16,6 +16,7 @@ specs too.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from bench.methods.variational.ggn_natural_gradient import CONVERGED_REASONS
@@ -454,6 +455,52 @@ def elbo_gaps(records: Records) -> str | None:
     seeds = ", ".join(f"seed {seed}: {_elbo(r)[0]:.5g} +- {_elbo(r)[1]:.2g}"
                       for seed, r in sorted(references.items()))
     return f"ELBO of the reference VI's best q ({seeds}): " + "; ".join(parts)
+
+
+def elbo_gap_in_standard_errors(row: str) -> Callable[[Records], float]:
+    """Anchor getter: the reference VI's best ELBO minus ``row``'s, in combined Monte Carlo
+    standard errors, the largest over the seeds that have both (LookupError when none
+    has)."""
+
+    def gap(records: Records) -> float:
+        references = {r["seed"]: _elbo(r) for r in records if r["variant"] == ORACLE_ROW}
+        gaps = [(best[0] - elbo[0]) / math.hypot(best[1], elbo[1])
+                for r in records if r["variant"] == row
+                for elbo, best in [(_elbo(r), references.get(r["seed"]))]
+                if elbo is not None and best is not None]
+        if not gaps:
+            raise LookupError(f"no {row} record with its ELBO beside a reference VI's")
+        return max(gaps)
+
+    return gap
+
+
+def unconverged_elbo_reason(row: str) -> Callable[[Records], str]:
+    """Why an ELBO check of ``row`` cannot judge the update's optimum: "fit not converged
+    (...)" with the gaps of :func:`elbo_gaps` when a record of ``row`` ended other than by
+    its rule, "" when every one was stopped by it."""
+
+    def reason(records: Records) -> str:
+        unconverged = [f"{row} seed {r['seed']} ended by "
+                       f"{r.get('fitted', {}).get('stop_reason')} after "
+                       f"{r.get('fitted', {}).get('iterations')} iterations"
+                       for r in records if r["variant"] == row
+                       and r.get("fitted", {}).get("stop_reason") not in CONVERGED_REASONS]
+        if not unconverged:
+            return ""
+        gaps = elbo_gaps(records)
+        return (f"fit not converged ({'; '.join(unconverged)})"
+                + (f". {gaps}" if gaps else ""))
+
+    return reason
+
+
+def elbo_gap_cause(records: Records) -> str:
+    """Anchor cause: every q's ELBO beside the reference VI's best (:func:`elbo_gaps`)."""
+    text = elbo_gaps(records)
+    if text is None:
+        raise LookupError("no reference VI record with its ELBO")
+    return text
 
 
 def constant_prediction_nll(record: dict[str, Any]) -> float | None:

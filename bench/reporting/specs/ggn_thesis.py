@@ -21,6 +21,8 @@ from bench.reporting.causes.ggn_thesis import (
     STATIONARY_GAP_NATS,
     Records,
     describe_fits,
+    elbo_gap_cause,
+    elbo_gap_in_standard_errors,
     evidence_gap_cause,
     figure_5_3_cause,
     main_records,
@@ -30,6 +32,7 @@ from bench.reporting.causes.ggn_thesis import (
     optimum_cells_cause,
     overfitting_cause,
     side_run_cause,
+    unconverged_elbo_reason,
     upper_median,
 )
 from bench.reporting.claims import ClaimRule, Means, fraction, over_seeds
@@ -43,7 +46,13 @@ from bench.reporting.figures.ggn_toys import (
     regression_model_selection,
     regression_predictives,
 )
-from bench.reporting.protocol_claims import Claim, protocol_anchors
+from bench.reporting.protocol_claims import (
+    PROTOCOLS,
+    Claim,
+    protocol_anchors,
+    protocol_label,
+    records_of,
+)
 from bench.reporting.spec import Anchor, ArtifactSpec
 from bench.reporting.verdicts import Count, Factor, Interval, Sign
 
@@ -524,6 +533,44 @@ REGRESSION_CLAIMS = (
           ratio("VOGGN", "mean_sd"), Interval(low=0.5, high=2.0, close_factor=2.0), ("VOGGN",)),
 )
 
+# The natural-gradient q's whose ELBO the reference VI checks (the thesis's VOGGN, and ours
+# with ten draws per update).
+ELBO_CHECKED_ROWS = ("VOGGN", "VOGGN-S10")
+
+
+def elbo_gap_label(row: str, protocol: str) -> str:
+    """The label of the ELBO check of ``row`` under ``protocol``."""
+    return protocol_label(f"our check: reference VI's best ELBO minus {row}'s, in combined "
+                          "standard errors", protocol)
+
+
+def elbo_gap_anchors(rows: tuple[str, ...]) -> tuple[Anchor, ...]:
+    """Our check per protocol: how far each natural-gradient q's ELBO lies below the best the
+    reference VI found on the same seed, in combined standard errors (the update maximises
+    the ELBO, thesis Ch. 4). Only the reference's health counts (the gap measures the q's own
+    fit, whatever it is); the cause says by how much every q lies below and whether its fit
+    converged, and a q whose fit did not reach its rule is not comparable
+    (:func:`elbo_check_not_comparable`)."""
+    return tuple(
+        Anchor(elbo_gap_label(row, protocol), "0 (the update maximises the ELBO; within 3)",
+               of_records(lambda records, p=protocol: records_of(p, records),
+                          elbo_gap_in_standard_errors(row)),
+               ClaimRule(agree=3.0, close=10.0, higher_is_better=False),
+               cause=of_records(lambda records, p=protocol: records_of(p, records),
+                                elbo_gap_cause),
+               protocol=protocol, rows=("reference-VI",), study=True)
+        for protocol in PROTOCOLS for row in rows)
+
+
+def elbo_check_not_comparable(rows: tuple[str, ...]) -> dict:
+    """The ELBO checks of fits that ended by their cap: "fit not converged", with the gaps."""
+    return {(elbo_gap_label(row, protocol), ""):
+            of_records(lambda records, p=protocol: [r for r in records
+                                                    if r.get("protocol") == p],
+                       unconverged_elbo_reason(row))
+            for protocol in PROTOCOLS for row in rows}
+
+
 FIGURE_5_4 = ArtifactSpec(
     paper="ggn_thesis",
     artifact="figure-5.4",
@@ -533,7 +580,9 @@ FIGURE_5_4 = ArtifactSpec(
     ignore_targets=(("*", "*"),),
     row_order=FIGURE_POSTERIORS,
     figure=regression_predictives,
-    anchors=protocol_anchors(REGRESSION_CLAIMS, describe_fits),
+    anchors=(*protocol_anchors(REGRESSION_CLAIMS, describe_fits),
+             *elbo_gap_anchors(ELBO_CHECKED_ROWS)),
+    not_comparable=elbo_check_not_comparable(ELBO_CHECKED_ROWS),
     notes=(*PREDICTIVE_NOTES,
            "Cells: test_nll (NN: the mixture of the draws' N(f_s, sigma^2); GLM: the closed "
            "form N(mean, J Sigma J^T + sigma^2)), test_rmse of the predictive mean, mean_sd the "
@@ -581,7 +630,9 @@ FIGURE_5_5 = ArtifactSpec(
     ignore_targets=(("*", "*"),),
     row_order=FIGURE_POSTERIORS,
     figure=classification_predictives,
-    anchors=protocol_anchors(CLASSIFICATION_CLAIMS, describe_fits),
+    anchors=(*protocol_anchors(CLASSIFICATION_CLAIMS, describe_fits),
+             *elbo_gap_anchors(ELBO_CHECKED_ROWS)),
+    not_comparable=elbo_check_not_comparable(ELBO_CHECKED_ROWS),
     notes=(*PREDICTIVE_NOTES,
            "Cells: test_nll, accuracy and decisiveness (mean |2p - 1|, 0 for uniform "
            "predictions) of the predictive probability E[s(f)] over the draws; elbo the "

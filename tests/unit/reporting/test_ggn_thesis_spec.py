@@ -376,3 +376,25 @@ def test_records_without_a_reference_vi_give_no_elbo_gap():
     cause = anchor_table(FIGURE_5_4, records).set_index("label").loc[label, "cause"]
     assert "train NLL 395, ELBO -1473 +- 11" in cause
     assert "reference VI" not in cause
+
+
+def test_the_elbo_check_reads_the_gap_in_standard_errors_and_refuses_an_unconverged_fit():
+    """VOGGN's q beside the reference VI's best on the same seed: (best - VOGGN) / combined
+    SE, judged only when VOGGN's fit was stopped by its rule."""
+    from bench.reporting.specs.ggn_thesis import elbo_gap_label
+
+    def fit(reason):
+        return {"elbo": -510.0, "elbo_standard_error": 2.0, "stop_reason": reason,
+                "iterations": 600}
+
+    reference = predictive_record("reference-VI", {"elbo": -500.0}, "corrected",
+                                  fitted={"elbo": -500.0, "elbo_standard_error": 2.0})
+    label = elbo_gap_label("VOGGN", "corrected")
+    for reason, verdict in (("elbo_plateau", "close"), ("max_iterations", "not comparable")):
+        voggn = predictive_record("VOGGN", {"elbo": -510.0}, "corrected", fitted=fit(reason))
+        line = anchor_table(FIGURE_5_4, [reference, voggn]).set_index("label").loc[label]
+        assert line["ours"] == pytest.approx(10.0 / math.hypot(2.0, 2.0))
+        assert line["verdict"] == verdict
+    assert line["cause"].startswith("fit not converged (VOGGN seed 0 ended by max_iterations "
+                                    "after 600 iterations). ELBO of the reference VI's best q "
+                                    "(seed 0: -500 +- 2): VOGGN (seed 0) 10 nats below it")
