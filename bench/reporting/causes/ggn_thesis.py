@@ -422,9 +422,9 @@ ELBO_GAP_SES = 3.0
 def elbo_gaps(records: Records) -> str | None:
     """Each q's ELBO beside the reference VI's best on the same seed: by how much it lies
     below (in nats and combined standard errors) and, for a natural-gradient fit below it,
-    whether the fit was stopped by its cap (not converged) or by its rule (then the gap lies
-    between the update's fixed point and the exact ELBO's optimum). None without a
-    reference VI record that has its ELBO."""
+    whether the fit was stopped by its cap (not converged) or by its rule (where it stopped,
+    with its gradient norm at the mean: a rule that stopped it is not a fixed point shown).
+    None without a reference VI record that has its ELBO."""
     references = {r["seed"]: r for r in records
                   if r["variant"] == ORACLE_ROW and _elbo(r) is not None}
     parts = []
@@ -445,8 +445,12 @@ def elbo_gaps(records: Records) -> str | None:
                 f"({gap / noise:.3g} standard errors)")
         reason = record.get("fitted", {}).get("stop_reason")
         if reason in CONVERGED_REASONS:
-            text += (f"; its update stopped by its rule ({reason}), so the gap lies between "
-                     "the update's fixed point and the exact ELBO's optimum")
+            gradient = record.get("fitted", {}).get("final_gradient_norm")
+            at_mean = ("" if gradient is None else
+                       f"; the gradient norm of its objective at the mean is {gradient:.2g}")
+            text += (f"; its update stopped by its rule ({reason}) this far below the "
+                     "reference's q: whether that is the update's fixed point is not "
+                     f"measured{at_mean}")
         elif reason is not None:
             text += f"; its fit ended by {reason}: not converged"
         parts.append(text)
