@@ -425,13 +425,13 @@ def elbo_gaps(records: Records) -> str | None:
     whether the fit was stopped by its cap (not converged) or by its rule (where it stopped,
     with its gradient norm at the mean: a rule that stopped it is not a fixed point shown).
     None without a reference VI record that has its ELBO."""
-    references = {r["seed"]: r for r in records
-                  if r["variant"] == ORACLE_ROW and _elbo(r) is not None}
+    references = {r.get("seed"): r for r in records
+                  if r.get("variant") == ORACLE_ROW and _elbo(r) is not None}
     parts = []
     for record in records:
-        reference = references.get(record["seed"])
+        reference = references.get(record.get("seed"))
         elbo = _elbo(record)
-        if record["variant"] == ORACLE_ROW or reference is None or elbo is None:
+        if record.get("variant") == ORACLE_ROW or reference is None or elbo is None:
             continue
         best, best_se = _elbo(reference)
         gap = best - elbo[0]
@@ -488,7 +488,7 @@ def unconverged_elbo_reason(row: str) -> Callable[[Records], str]:
         unconverged = [f"{row} seed {r['seed']} ended by "
                        f"{r.get('fitted', {}).get('stop_reason')} after "
                        f"{r.get('fitted', {}).get('iterations')} iterations"
-                       for r in records if r["variant"] == row
+                       for r in records if r.get("variant") == row
                        and r.get("fitted", {}).get("stop_reason") not in CONVERGED_REASONS]
         if not unconverged:
             return ""
