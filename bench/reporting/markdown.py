@@ -162,9 +162,11 @@ def cell_rule_line(spec: ArtifactSpec, part: pd.DataFrame, protocol: str) -> str
     return line
 
 
-def anchor_rules(spec: ArtifactSpec) -> tuple[str, list[str]]:
-    """The anchors' verdict-rule line and, when they use several rules, each anchor's letter."""
-    texts = [(anchor.rule or spec.rule).describe() for anchor in spec.anchors]
+def anchor_rules(spec: ArtifactSpec, labels: list[str]) -> tuple[str, list[str]]:
+    """The verdict-rule line of the anchors shown (``labels``: those whose ``applies`` let
+    them in) and, when they use several rules, each shown anchor's letter."""
+    rule_of = {anchor.label: (anchor.rule or spec.rule).describe() for anchor in spec.anchors}
+    texts = [rule_of[label] for label in labels]
     distinct = list(dict.fromkeys(texts))
     if len(distinct) <= 1:
         return (f"Verdict rule: {distinct[0]}." if distinct else ""), []
@@ -177,7 +179,7 @@ def anchors_section(spec: ArtifactSpec, anchors: pd.DataFrame) -> list[str]:
     """The claims table with its rule line and verdict counts."""
     if not len(anchors):
         return []
-    rule_line, letters = anchor_rules(spec)
+    rule_line, letters = anchor_rules(spec, list(anchors["label"]))
     shown = anchors.drop(columns=["study"], errors="ignore").assign(
         ours=[format_number(v) for v in anchors["ours"]])
     if letters:

@@ -550,7 +550,8 @@ def elbo_gap_anchors(rows: tuple[str, ...]) -> tuple[Anchor, ...]:
     the ELBO, thesis Ch. 4). Only the reference's health counts (the gap measures the q's own
     fit, whatever it is); the cause says by how much every q lies below and whether its fit
     converged, and a q whose fit did not reach its rule is not comparable
-    (:func:`elbo_check_not_comparable`)."""
+    (:func:`elbo_check_not_comparable`). Shown where the protocol's records have a reference
+    VI fit."""
     return tuple(
         Anchor(elbo_gap_label(row, protocol), "0 (the update maximises the ELBO; within 3)",
                of_records(lambda records, p=protocol: records_of(p, records),
@@ -558,7 +559,10 @@ def elbo_gap_anchors(rows: tuple[str, ...]) -> tuple[Anchor, ...]:
                ClaimRule(agree=3.0, close=10.0, higher_is_better=False),
                cause=of_records(lambda records, p=protocol: records_of(p, records),
                                 elbo_gap_cause),
-               protocol=protocol, rows=("reference-VI",), study=True)
+               protocol=protocol, rows=("reference-VI",), study=True,
+               applies=lambda records, p=protocol: any(
+                   r.get("protocol") == p and r.get("variant") == "reference-VI"
+                   for r in records))
         for protocol in PROTOCOLS for row in rows)
 
 
