@@ -37,9 +37,6 @@ from bench.reporting.leaderboard import LeaderboardError, write_leaderboard
 from bench.reporting.registry import experiment_configs, specs_reading
 from bench.reporting.specs import SPECS
 
-SCALES = ("smoke", "cpu", "paper")
-REPORTS = Path("reports")
-
 
 @dataclass(frozen=True)
 class Fit:
@@ -88,7 +85,8 @@ def method_fits(method: str, scale: str) -> list[Fit]:
 
 
 def job_seconds_estimate(experiment: str, method: str,
-                         reports: Path = REPORTS) -> tuple[float, str] | None:
+                         reports: Path = reproduce_command.REPORTS
+                         ) -> tuple[float, str] | None:
     """Seconds per job of ``method`` on ``experiment`` from its committed report's timings,
     else the experiment's mean job time (said so); None without a timed report."""
     for spec in specs_reading(experiment):
@@ -128,7 +126,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="list the experiments, the skipped ones and the jobs; run nothing")
     parser.add_argument("--workers", type=int, default=None,
                         help="multiruns run at once (default: the cores available)")
-    parser.add_argument("--out", type=Path, default=REPORTS, help="reports folder")
+    parser.add_argument("--out", type=Path, default=reproduce_command.REPORTS,
+                        help="reports folder")
     return parser.parse_args(argv)
 
 
@@ -137,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     status (2 for a user error, printed as one line)."""
     args = parse_args(argv)
     try:
-        require_choice("scale", args.scale, SCALES)
+        require_choice("scale", args.scale, reproduce_command.SCALES)
         fits = method_fits(args.method, args.scale)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -123,12 +123,16 @@ def cells_frame(
     return pd.DataFrame(lines, columns=list(CELL_COLUMNS))
 
 
+def finished_order(finished_at: Any) -> tuple[bool, str]:
+    """Sort key ordering records or lines by when they finished, a missing time last (counted
+    as the latest)."""
+    return (_missing(finished_at), "" if _missing(finished_at) else str(finished_at))
+
+
 def _latest_per_seed(ok: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The ok lines sorted by ``finished_at`` (stable; a missing time last), of each seed the
     last, in that order."""
-    ordered = sorted(ok, key=lambda line: (_missing(line["finished_at"]),
-                                           "" if _missing(line["finished_at"])
-                                           else line["finished_at"]))
+    ordered = sorted(ok, key=lambda line: finished_order(line.get("finished_at")))
     last = {line["seed"]: index for index, line in enumerate(ordered)}
     return [line for index, line in enumerate(ordered) if last[line["seed"]] == index]
 
@@ -140,8 +144,8 @@ def current_records(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     rerun under a changed config). Claims and fit health read these, so a rerun's record
     replaces its predecessor there as it does in the cells; a record without cells stays."""
     ok = [record for record in records if record.get("status") == "ok"]
-    newest_first = sorted(range(len(ok)), reverse=True, key=lambda i: (
-        _missing(ok[i].get("finished_at")), str(ok[i].get("finished_at") or ""), i))
+    newest_first = sorted(range(len(ok)), reverse=True,
+                          key=lambda i: (*finished_order(ok[i].get("finished_at")), i))
     covered: set[tuple[Any, ...]] = set()
     superseded = set()
     for index in newest_first:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness.records import iter_records
+from bench.reporting.aggregate import finished_order
 from bench.reporting.files import write_atomically
 from bench.reporting.ranking import Standing, mean_ranks, ranked, scored
 from bench.reporting.spec import ArtifactSpec
@@ -70,19 +71,12 @@ def chosen_protocol(records: list[dict[str, Any]]) -> str:
     return present[0] if present else ""
 
 
-def _finished_key(record: dict[str, Any]) -> tuple[bool, str]:
-    """Sort key putting records in the order they finished, a missing time last (as the
-    reports' :mod:`bench.reporting.aggregate` does)."""
-    finished = record.get("finished_at")
-    return (not finished, str(finished or ""))
-
-
 def latest_per_row_and_seed(records: list[dict[str, Any]]
                             ) -> dict[str, dict[Any, dict[str, Any]]]:
     """row -> seed -> the latest ok record holding a cell of that row (a rerun supersedes
     the record before it, health and values alike)."""
     latest: dict[str, dict[Any, dict[str, Any]]] = {}
-    for record in sorted(records, key=_finished_key):
+    for record in sorted(records, key=lambda r: finished_order(r.get("finished_at"))):
         if record.get("status") != "ok":
             continue
         for row in dict.fromkeys(cell["row"] for cell in record.get("cells") or ()):

@@ -15,7 +15,6 @@ is asked in (the regression tasks ask for the whole test set in one call).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -26,6 +25,7 @@ from bench.datasets.regression_splits import RegressionSplits
 from bench.harness.errors import ConfigError, require_choice, require_positive
 from bench.harness.rng import derived_seed, make_generator
 from bench.harness.timing import Stopwatch
+from bench.methods.baselines.deep_ensemble import gaussian_nll
 from bench.models.activations import ACTIVATIONS
 from bench.models.mlp import MLPShape, init_parameters
 from bench.predictive.densities import Gaussian
@@ -33,12 +33,6 @@ from bench.training.loop import TrainingConfig, fit_parameters
 
 # Streams derived from the job's seed: derived_seed([seed, stream]).
 INIT_STREAM, TRAIN_MASK_STREAM, VALIDATION_MASK_STREAM, PREDICTION_MASK_STREAM = 1, 2, 3, 4
-
-
-def gaussian_nll(mean: Tensor, log_variance: Tensor, y: Tensor) -> Tensor:
-    """Mean Gaussian NLL of ``y`` ``[n]`` under ``N(mean, exp(log_variance))``."""
-    return 0.5 * (log_variance + (y - mean) ** 2 * torch.exp(-log_variance)
-                  + math.log(2 * math.pi)).mean()
 
 
 def moment_matched(means: Tensor, variances: Tensor) -> Gaussian:
@@ -93,7 +87,7 @@ class MCDropout:
 
         def batch_loss(rows) -> Tensor:
             output = self.masked_forward(theta, x[rows], train_masks)
-            return gaussian_nll(output[:, 0], output[:, 1], y[rows])
+            return gaussian_nll(output, y[rows])
 
         def validation() -> Tensor:
             masks = make_generator(derived_seed([self.seed, VALIDATION_MASK_STREAM]))
