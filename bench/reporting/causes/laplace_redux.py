@@ -101,6 +101,17 @@ def csghmc_cause(column: str):
         "Other differences from the code are unmeasured")
 
 
+def paired_spread(gap: float, paired: list[float]) -> str:
+    """Where a mean gap lies against the standard error of its seed-paired differences:
+    inside the seed spread within 2 SE, outside beyond it; one seed has no SE to judge by."""
+    if len(paired) < 2:
+        return "1 seed: no paired SE"
+    se = statistics.stdev(paired) / math.sqrt(len(paired))
+    where = "inside" if gap <= 2 * se else "outside"
+    ratio = f"{gap / se:.1f} SE" if se > 0 else "SE 0"
+    return f"paired SE {se:.4f}, {len(paired)} seeds: {ratio}, {where} the seed spread"
+
+
 def levels_worse_than_map(row: str, metric: str, from_level: float):
     """Anchor cause: each level >= ``from_level`` where ``row``'s mean ``metric`` is above
     MAP's (the levels the claim counts against), with the mean gap and the standard error of
@@ -123,13 +134,10 @@ def levels_worse_than_map(row: str, metric: str, from_level: float):
             if gap <= 0:
                 continue
             paired = [values[seed] - theirs[seed] for seed in sorted(set(values) & set(theirs))]
-            spread = (f"paired SE {statistics.stdev(paired) / math.sqrt(len(paired)):.4f}, "
-                      f"{len(paired)} seeds" if len(paired) > 1 else "no paired SE")
-            failing.append(f"{level:g}: +{gap:.4f} ({spread})")
+            failing.append(f"{level:g}: +{gap:.4f} ({paired_spread(gap, paired)})")
         if not failing:
             raise LookupError(f"{row} is not above MAP at any level")
-        return (f"measured in these records: {row}'s {metric} above MAP's at "
-                + "; ".join(failing) + " (a gap within 2 paired SE is inside the seed spread)")
+        return f"measured in these records: {row}'s {metric} above MAP's at " + "; ".join(failing)
 
     return cause
 

@@ -119,9 +119,11 @@ def test_shift_anchor_cause_names_each_failing_level_with_its_paired_spread():
             {"row": "LA", "column": "angle=15/brier", "value": 0.20},
             {"row": "LA", "column": "angle=30/brier", "value": la_at_30}]}
 
-    cause = levels_worse_than_map("LA", "brier", 15.0)([record(6, 0.41), record(12, 0.43)])
-    assert cause.startswith("measured in these records: LA's brier above MAP's at 30: +0.0200 "
-                            "(paired SE 0.0100, 2 seeds)")
+    cause = levels_worse_than_map("LA", "brier", 15.0)([record(6, 0.41), record(12, 0.44)])
+    assert cause == ("measured in these records: LA's brier above MAP's at 30: +0.0250 "
+                     "(paired SE 0.0150, 2 seeds: 1.7 SE, inside the seed spread)")
+    far = levels_worse_than_map("LA", "brier", 15.0)([record(6, 0.48), record(12, 0.49)])
+    assert far.endswith("+0.0850 (paired SE 0.0050, 2 seeds: 17.0 SE, outside the seed spread)")
     with pytest.raises(LookupError):
         levels_worse_than_map("LA", "brier", 15.0)([record(6, 0.39)])
 
