@@ -64,10 +64,10 @@ TEST_WORKERS ?= auto
 # tests/conftest.py sets it too, for a pytest started otherwise): the goldens were captured in
 # it and mean the same on every x86-64 machine.
 PINNED_PYTEST = env $$($(PY) -m bench.harness.arithmetic) $(PY) -m pytest
-test: $(INSTALLED)  ## Fast tier: unit tests and every smoke golden (not slow, not second_tier)
+test: $(INSTALLED)  ## Fast tier: unit tests under a second and one smoke golden job per experiment (not slow, not second_tier)
 	$(PINNED_PYTEST) -m "not slow and not second_tier" -q -n $(TEST_WORKERS)
 
-test-integration: $(INSTALLED)  ## Second tier: the slower integration tests (second_tier, not slow)
+test-integration: $(INSTALLED)  ## Second tier: the slower tests and the other smoke golden jobs (second_tier, not slow)
 	$(PINNED_PYTEST) -m "second_tier and not slow" -q -n $(TEST_WORKERS)
 
 test-all: $(INSTALLED)  ## Every test, slow ones included

@@ -47,6 +47,7 @@ def test_defaults_fit_a_small_node_and_requeue_on_time_out():
 
 
 @pytest.mark.parametrize("variable", sorted(SIZING))
+@pytest.mark.second_tier
 def test_each_request_comes_from_its_environment_variable(variable, monkeypatch):
     key, _, value = SIZING[variable]
     monkeypatch.setenv(variable, str(value))
@@ -55,6 +56,7 @@ def test_each_request_comes_from_its_environment_variable(variable, monkeypatch)
 
 
 @pytest.mark.parametrize("variable", sorted(SITE))
+@pytest.mark.second_tier
 def test_site_settings_come_from_the_environment_and_empty_means_unset(variable, monkeypatch):
     monkeypatch.setenv(variable, "site-value")
     assert launcher()[SITE[variable]] == "site-value"

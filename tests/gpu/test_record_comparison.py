@@ -144,6 +144,7 @@ def test_the_rules_name_timings_and_device_streams_and_default_to_float():
     assert all(rule.why for rule in RULES)
 
 
+@pytest.mark.second_tier
 def test_every_implemented_experiment_and_side_run_is_a_tier_run():
     from bench.reporting.registry import (
         implemented_artifacts,
@@ -201,6 +202,7 @@ def test_a_real_artifact_run_twice_agrees_and_a_perturbed_cell_is_named(table_7_
     assert len(problems) == 1 and problems[0].endswith("no cuda record")
 
 
+@pytest.mark.second_tier
 def test_the_data_root_links_real_files_and_generates_the_rest(tmp_path):
     from bench.datasets.uci_raw import UCI_SOURCES
     from bench.datasets.vision import find_image_files

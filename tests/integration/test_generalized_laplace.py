@@ -23,6 +23,7 @@ def smoke_record(experiment: str, results_dir, *overrides: str) -> dict:
     return record
 
 
+@pytest.mark.second_tier
 def test_toy_structures_report_their_predictive_spread(tmp_path):
     record = smoke_record("generalized_laplace/figure-2", tmp_path)
     rows = {c["row"] for c in record["cells"]}

@@ -160,6 +160,7 @@ def test_bad_model_selection_settings_write_nothing(override, message, tmp_path)
     ("method.variants.LGVA.initial_variance=-0.1", "method.initial_variance=-0.1"),
     ("method.prior_precision=0", "method.prior_precision=0"),
 ])
+@pytest.mark.second_tier
 def test_bad_posterior_settings_write_nothing(override, message, tmp_path):
     _assert_refused_writing_nothing(["experiment=ggn_thesis/figure-5.4"], override, message,
                                     tmp_path)
@@ -172,6 +173,7 @@ def test_bad_posterior_settings_write_nothing(override, message, tmp_path):
     ("method.variants.LGVA.stop_window=500", "method.stop_window=500"),
     ("method.variants.L-GGN.polish_iterations=-1", "method.polish_iterations=-1"),
 ])
+@pytest.mark.second_tier
 def test_bad_corrected_protocol_settings_write_nothing(override, message, tmp_path):
     _assert_refused_writing_nothing(["experiment=ggn_thesis/figure-5.4", "protocol=corrected"],
                                     override, message, tmp_path)

@@ -35,6 +35,7 @@ def record(results) -> dict:
     return smoke_record(results)
 
 
+@pytest.mark.second_tier
 def test_the_stored_network_is_reused_and_delta_enters_its_recipe(record, results):
     same_network = smoke_record(results, "method.batch_size=7")
     assert same_network["fitted"]["network_reused"] is True
@@ -46,6 +47,7 @@ def test_the_stored_network_is_reused_and_delta_enters_its_recipe(record, result
     assert other_prior["fitted"]["network_reused"] is False
 
 
+@pytest.mark.second_tier
 def test_cells_hold_the_setup_and_the_diagnostics(record):
     cells = {(c["row"], c["column"]): c["value"] for c in record["cells"]}
     assert all(math.isfinite(v) for v in cells.values())
@@ -84,6 +86,7 @@ def test_arrays_hold_every_image_the_figure_draws(record):
     assert set(arrays["neighbours/label"]) <= {0, 1}
 
 
+@pytest.mark.second_tier
 def test_report_renders_the_figure_and_anchors(record, tmp_path):
     written = render_report(SPECS[EXPERIMENT], [record], tmp_path)
     assert any(path.suffix == ".png" for path in written)
@@ -98,6 +101,7 @@ def test_report_renders_the_figure_and_anchors(record, tmp_path):
     ("method.kernel=rbf", "method.kernel: no such config key"),
     ("dataset.classes=[4]", "dataset.classes=[4] is not valid"),
 ])
+@pytest.mark.second_tier
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(override, expected, tmp_path, capsys,
                                                          monkeypatch):
     line = config_error_line([f"experiment={EXPERIMENT}", "scale=smoke", override], tmp_path,

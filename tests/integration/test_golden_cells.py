@@ -13,7 +13,8 @@ without the start-up variables), an entry that moved beyond the tolerance is com
 invariants only and reported skipped, with the reason. UCI jobs
 need the shared data files the goldens were captured from; they are skipped on generated
 data. These goldens are also the smoke-scale end-to-end test of every experiment (complete
-record, written to disk).
+record, written to disk). ``make test`` runs each experiment's cheapest smoke job, ``make
+test-integration`` the rest of its sweep (:mod:`tests.golden.costs`).
 
 Every job writes its record to a results directory of its own, while the trained networks and
 method states are one store for the whole test run (as at capture, where all jobs shared one
@@ -40,6 +41,7 @@ from tests.golden.capture import (
     reads_data_files,
     run_job,
 )
+from tests.golden.costs import fast_tier_ids, golden_job_id, load_costs
 from tests.helpers import link_trained_store, session_store_root
 
 GOLDEN_SOURCE_KEY = "_golden"
@@ -113,7 +115,18 @@ def _check(experiment: str, key: str, expected: dict, tmp_path, monkeypatch,
     assert not problems, f"{problems} (golden {expected[GOLDEN_SOURCE_KEY]}, pinned arithmetic)"
 
 
-@pytest.mark.parametrize(("experiment", "key", "expected"), golden_jobs("smoke"),
+def tiered_smoke_jobs() -> list:
+    """Every smoke golden job as a pytest parameter: each experiment's cheapest in the fast
+    tier, the rest of its sweep ``second_tier`` (:mod:`tests.golden.costs`)."""
+    jobs = golden_jobs("smoke")
+    fast = fast_tier_ids([(experiment, key) for experiment, key, _ in jobs], load_costs())
+    return [pytest.param(experiment, key, expected,
+                         marks=() if golden_job_id(experiment, key) in fast
+                         else pytest.mark.second_tier)
+            for experiment, key, expected in jobs]
+
+
+@pytest.mark.parametrize(("experiment", "key", "expected"), tiered_smoke_jobs(),
                          ids=lambda v: v if isinstance(v, str) else "")
 def test_smoke_job_reproduces_its_golden_cells(experiment, key, expected, tmp_path, monkeypatch,
                                                golden_data, trained_store):

@@ -57,6 +57,7 @@ def test_same_seed_gives_the_same_cells_and_rerun_skips(tmp_path):
     ("tests.helpers.failing_task", "deliberate failure"),
     ("tests.helpers.nan_task", "non-finite"),
 ])
+@pytest.mark.second_tier
 def test_failures_and_non_finite_values_make_failed_records(task, message, tmp_path):
     cfg = compose_config(["experiment=ssla/table-7", "scale=smoke", f"task._target_={task}",
                           f"results_dir={tmp_path}"])
@@ -149,6 +150,7 @@ def test_a_killed_attempts_log_is_kept_visibly_beside_the_record(tmp_path):
     (["seed=glob(*)"], "seed=glob(*) is not valid; glob(...) selects options of a config group"),
     (["method=glob(zzz*)"], "method=glob(zzz*) matches no option; choose from: assla, "),
 ])
+@pytest.mark.second_tier
 def test_bad_input_is_one_line_naming_the_key(args, expected, tmp_path, capsys, monkeypatch):
     from bench.cli.run_command import main as run_main
 
@@ -178,6 +180,7 @@ def test_reproduce_builds_the_multirun_of_an_experiment(capsys):
      "seeds_for[0].override='dataset=uci_bike' is not valid; the sweep of dataset has no "
      "uci_bike; choose one of: uci_daily_demand, uci_real_estate"),
 ])
+@pytest.mark.second_tier
 def test_reproduce_stops_on_a_malformed_seeds_for_entry(entry, expected, tmp_path, capsys):
     from bench.cli.reproduce_command import main as reproduce_main
 
@@ -218,6 +221,7 @@ def test_failed_jobs_make_multirun_and_reproduce_exit_nonzero(tmp_path):
     assert reproduce.returncode == 1, reproduce.stderr
 
 
+@pytest.mark.second_tier
 def test_two_workers_on_one_job_leave_one_record(tmp_path):
     import threading
 

@@ -189,6 +189,7 @@ def test_cifar10c_panel_runs_on_generated_files_and_needs_data_here(tmp_path, mo
         assert record["status"] == "ok", record["traceback"]
 
 
+@pytest.mark.second_tier
 def test_paper_scale_runs_swag_at_the_authors_seed_only():
     from bench.cli.reproduce_command import sweep_overrides
 
@@ -202,6 +203,7 @@ def test_paper_scale_runs_swag_at_the_authors_seed_only():
         "seed=6", METHODS]
 
 
+@pytest.mark.second_tier
 def test_map_recipe_study_trains_table_3_networks_with_its_recipe():
     """At cpu scale the study's adam_b128 network is Table 3's (one stored network)."""
     study = apply_scale_overrides(compose_config(
@@ -218,6 +220,7 @@ def test_map_recipe_study_trains_table_3_networks_with_its_recipe():
         ("sgd", 0.1, True, 100)
 
 
+@pytest.mark.second_tier
 def test_map_recipe_rows_name_the_recipe_and_hold_the_learned_prior_precision(tmp_path):
     cfg = compose_config(["experiment=laplace_redux/map-recipe", "scale=smoke", "seed=6",
                           "map_recipe=sgd_nesterov_b512", "method=laplace_classifier",
@@ -232,6 +235,7 @@ def test_map_recipe_rows_name_the_recipe_and_hold_the_learned_prior_precision(tm
     assert record["config"]["network"]["stages"][0]["optimizer"] == "sgd"
 
 
+@pytest.mark.second_tier
 def test_recipe_selection_record_holds_every_candidate_and_the_rules_choice(tmp_path):
     """The selection job scores every conf/map_recipe candidate on the held-out part of the
     training set and records the choice the rule makes from those scores alone."""

@@ -136,6 +136,7 @@ def test_report_renders_matrices_and_anchors(results, tmp_path):
                                       "of: kron, diag"),
     ("dataset.n_tasks=0", "dataset.n_tasks=0 is not valid; it must be an integer >= 1"),
 ])
+@pytest.mark.second_tier
 def test_bad_input_stops_with_one_line_and_writes_nothing(override, expected, tmp_path, capsys,
                                                           monkeypatch):
     line = config_error_line([f"experiment={EXPERIMENT}", "scale=smoke", override], tmp_path,

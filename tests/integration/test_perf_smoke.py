@@ -26,6 +26,7 @@ def test_perf_quick_writes_the_three_ratio_rows(tmp_path):
         assert rows[0].rstrip().endswith(("| PASS |", "| MISS |")), rows[0]
 
 
+@pytest.mark.second_tier
 def test_paper_training_benchmark_times_both_loops_to_the_same_weights(tmp_path):
     """The quick run of the fast-loop vs Lightning benchmark writes one row each for the paper
     MLP, alpha-VI and MFVI on the toy, weights equal."""
@@ -130,6 +131,7 @@ def test_kron_variance_diagonal_is_the_diagonal_of_laplace_torchs_functional_var
     torch.testing.assert_close(ours, exact, rtol=1e-12, atol=0)
 
 
+@pytest.mark.second_tier
 def test_ensemble_training_benchmark_times_both_paths_and_finds_the_same_networks(tmp_path):
     """The quick run trains the members together and one by one, prints the ratio and a weight
     difference at float rounding (the bound: tests/unit/training/test_stacked_training.py's,
@@ -184,6 +186,7 @@ def test_network_grid_benchmark_reports_the_floor_under_a_batched_step(tmp_path)
     assert "(the same optimisation)" in out.read_text()
 
 
+@pytest.mark.second_tier
 def test_glm_jacobian_benchmark_times_both_paths_to_the_same_jacobians(tmp_path):
     """The quick run writes one row per network; both paths give the same Jacobians."""
     from bench.benchmarks.glm_jacobian_speed import NETWORKS, main

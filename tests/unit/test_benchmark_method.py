@@ -23,6 +23,7 @@ from bench.methods.laplace.classification import LaplaceTorchClassifier
 from bench.methods.laplace.la_backends import ClassificationTrainData
 
 
+@pytest.mark.second_tier
 def test_the_method_comparisons_are_the_membership_sweeps_without_side_runs():
     compared = method_comparisons()
     assert {"ssla/table-2", "laplace_redux/table-3", "laplace_redux/figure-9"} <= set(compared)

@@ -72,10 +72,12 @@ def test_every_dependency_is_pinned():
     assert len(TEST_EXTRA) == len(PROJECT["optional-dependencies"]["test"])
 
 
+@pytest.mark.second_tier
 def test_every_package_bench_imports_is_a_declared_dependency():
     assert undeclared("bench", set(DECLARED)) == []
 
 
+@pytest.mark.second_tier
 def test_every_package_the_tests_import_is_declared_and_test_only_ones_are_extras():
     assert undeclared("tests", set(DECLARED) | set(TEST_EXTRA)) == []
     assert "properscoring" in TEST_EXTRA and "properscoring" not in DECLARED
@@ -96,6 +98,7 @@ def test_records_track_locked_numerics_packages():
         assert name in TRACKED_PACKAGES
 
 
+@pytest.mark.second_tier
 def test_modules_imported_by_name_are_the_declared_wilds_extra():
     """``importlib.import_module("<name>")`` calls in bench load the optional `wilds` extra
     (Laplace Redux Figure 10 on a cluster): declared there, not locked, not needed by tests."""

@@ -267,6 +267,7 @@ def test_data_root_reads_the_environment(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.second_tier
 def test_dataset_configs_build_the_data_set(name, fixture_root):
     _skip_without(fixture_root, name)
     cfg = compose_config([f"dataset=uci_{name}", "protocol=corrected"])
@@ -315,6 +316,7 @@ def test_ucimlrepo_download_is_cached_and_read_back(monkeypatch, tmp_path, fixtu
 @needs_shared
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("name", NAMES)
+@pytest.mark.second_tier
 def test_shared_data_loads_with_the_paper_sizes(name, protocol):
     n_rows, n_used, n_test_full, n_test, n_train, d_paper, d_corrected = PAPER_TABLE[name]
     splits = uci_splits(name, protocol=protocol, root=SHARED)

@@ -155,6 +155,7 @@ def test_missing_files_without_a_downloader_or_with_download_off(tmp_path, rng, 
 
 
 @needs_shared
+@pytest.mark.second_tier
 def test_shared_mnist_matches_the_published_counts_labels_and_md5():
     train, test = load_images("mnist", "train", SHARED_DATA), load_images("mnist", "test",
                                                                           SHARED_DATA)

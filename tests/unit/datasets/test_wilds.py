@@ -174,6 +174,7 @@ def test_bad_node_values_are_one_line_naming_the_key(tmp_path, override, message
     assert message in str(raised.value)
 
 
+@pytest.mark.second_tier
 def test_job_loads_inputs_as_wilds_eval_transforms_make_them(tmp_path, rng):
     write_camelyon17(tmp_path, rng)
     write_checkpoints(tmp_path / "c", "camelyon17")
@@ -205,6 +206,7 @@ def test_missing_checkpoint_names_the_file_and_the_variable(tmp_path, rng):
         job.require_checkpoints(["ERM"])
 
 
+@pytest.mark.second_tier
 def test_text_and_multispectral_inputs(tmp_path, rng):
     write_amazon(tmp_path, rng)
     job = node(tmp_path, "wilds_amazon").for_seed(1)

@@ -78,6 +78,7 @@ def target_of(node) -> str:
 
 
 @pytest.mark.parametrize("option", options("method"))
+@pytest.mark.second_tier
 def test_method_node_instantiates_the_class_behind_the_contract(option):
     cfg = composed("method", option)
     cls = get_class(target_of(cfg.method))
@@ -122,6 +123,7 @@ def _missing_data(err: BaseException) -> str | None:
 
 
 @pytest.mark.parametrize("option", options("dataset"))
+@pytest.mark.second_tier
 def test_dataset_node_instantiates_a_class_that_produces_data(option):
     cfg = composed("dataset", option)
     try:
@@ -138,6 +140,7 @@ def test_dataset_node_instantiates_a_class_that_produces_data(option):
 
 
 @pytest.mark.parametrize("option", options("base"))
+@pytest.mark.second_tier
 def test_base_node_trains_the_network_the_methods_fit_on(option):
     cfg = composed("base", option, "dataset.n_points=60", "base.max_epochs=1")
     train = instantiate(cfg.base, _convert_="all")

@@ -22,6 +22,7 @@ def _lines(log: Path) -> list[str]:
     return log.read_text().split()
 
 
+@pytest.mark.second_tier
 def test_a_free_worker_takes_the_next_experiment_and_its_report_follows_its_own_jobs(tmp_path):
     log = tmp_path / "log"
     plans = [ExperimentPlan("a", [_appends(log, "a-job", sleep_s=1.5)], _appends(log, "a-report")),
@@ -30,6 +31,7 @@ def test_a_free_worker_takes_the_next_experiment_and_its_report_follows_its_own_
     assert _lines(log) == ["b-job", "b-report", "a-job", "a-report"]
 
 
+@pytest.mark.second_tier
 def test_one_worker_keeps_the_plans_in_order(tmp_path):
     log = tmp_path / "log"
     plans = [ExperimentPlan("a", [_appends(log, "a1"), _appends(log, "a2")],
@@ -40,6 +42,7 @@ def test_one_worker_keeps_the_plans_in_order(tmp_path):
     assert set(_lines(log)) == {"a1", "a2", "a-report", "b1"}
 
 
+@pytest.mark.second_tier
 def test_failed_jobs_still_render_their_report_and_a_hard_status_does_not(tmp_path):
     log = tmp_path / "log"
     plans = [ExperimentPlan("failed-job", [_appends(log, "f", status=1), _appends(log, "g")],

@@ -92,6 +92,7 @@ def test_a_methods_own_model_node_is_hashed_as_its_old_keys_not_as_a_recipe():
 
 
 @pytest.mark.parametrize("method", ["bayes_by_backprop", "laplace_classifier"])
+@pytest.mark.second_tier
 def test_a_methods_model_and_prediction_nodes_hash_as_before_them(method):
     """The method sub-nodes of 04b19a0 (method.model, method.prediction): a job hashes as the
     records made before them (network_model / network_options, predict_batch_size), which a

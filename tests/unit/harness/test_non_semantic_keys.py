@@ -31,6 +31,7 @@ def _resolved(job: str, *extra: str) -> dict:
 
 
 @pytest.mark.parametrize(("method", "path", "default", "oracle", "semantic"), CHOICES)
+@pytest.mark.second_tier
 def test_the_fast_or_oracle_choice_keeps_the_config_hash(method, path, default, oracle,
                                                          semantic):
     group, key = path

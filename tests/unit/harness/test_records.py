@@ -49,6 +49,7 @@ def _valid(record):
      "cells must be a list of {row, column, numeric value}"),
     (lambda text, record: json.dumps({**record, "schema_version": 99}), "schema_version 99"),
 ])
+@pytest.mark.second_tier
 def test_damaged_record_is_named_set_aside_and_rerun(finished, tmp_path, damage, reason):
     folder, record = finished
     path = folder / "record.json"
@@ -119,6 +120,7 @@ def test_a_skipped_failed_record_counts_as_a_failure_of_the_run(tmp_path, monkey
     assert len(jobs.FAILED_JOBS) == 1 and jobs.FAILED_JOBS[0].startswith(str(tmp_path))
 
 
+@pytest.mark.second_tier
 def test_report_lists_a_damaged_record_and_keeps_a_report_of_another_scale(tmp_path, capsys):
     from bench.cli.report_command import main as report_main
 

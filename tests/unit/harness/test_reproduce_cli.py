@@ -15,6 +15,7 @@ COMMITTED = REPO / "reports" / "ssla" / "table-7.md"
 
 
 @pytest.mark.parametrize("scale", ["smoke", "cpu"])
+@pytest.mark.second_tier
 def test_a_seed_sweep_among_the_overrides_replaces_the_experiments_seeds(scale, capsys):
     assert reproduce.main(["ssla/table-1", "--scale", scale, "seed=0,1", "--dry-run",
                            "--workers", "1"]) == 0

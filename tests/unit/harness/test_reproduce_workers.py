@@ -43,6 +43,7 @@ def _exits(code: int) -> list[str]:
 
 @pytest.mark.parametrize(("codes", "expected"), [([0, 0, 0], 0), ([0, 1, 0], 1),
                                                  ([1, 3, 0], 3), ([0, 0, 2], 2)])
+@pytest.mark.second_tier
 def test_run_commands_combines_exit_statuses(codes, expected):
     assert reproduce.run_commands([_exits(code) for code in codes], workers=2) == expected
 
@@ -67,6 +68,7 @@ def test_non_positive_workers_is_a_config_error(capsys):
     assert len(err) == 1 and "--workers" in err[0]
 
 
+@pytest.mark.second_tier
 def test_an_experiments_side_runs_follow_its_own_jobs_unless_left_out(capsys):
     assert reproduce.main(["laplace_redux/table-3", "--scale", "cpu", "--dry-run",
                            "--workers", "1"]) == 0

@@ -23,6 +23,7 @@ BASE = ["experiment=ssla/table-1", "scale=smoke"]
     ("task.nn=5", "task.nn: no such config key; valid keys under task: _target_, dtype, n"),
     ("methodd=ssla", "methodd: no such config key; valid keys at the top level: artifact,"),
 ])
+@pytest.mark.second_tier
 def test_bad_value_or_key_is_one_line_naming_it(override, message):
     with pytest.raises(ConfigError) as caught:
         check_overrides([*BASE, override])
@@ -37,6 +38,7 @@ def test_interpolated_integer_key_is_checked_against_its_resolved_default():
 
 @pytest.mark.parametrize("override", ["seed=7", "seed=1,2", "rerun_failed=true",
                                       "protocol.dtype=float64", "+extra_key=1"])
+@pytest.mark.second_tier
 def test_good_values_pass(override):
     check_overrides([*BASE, override])
 
@@ -75,6 +77,7 @@ def test_dataset_checks_run_before_the_task(override, message, tmp_path):
      "dataset='uci_bike' does not fit experiment ssla/table-7: it is not a PriorModularityData; "
      "choose one of: prior_modularity"),
 ])
+@pytest.mark.second_tier
 def test_a_method_or_dataset_that_does_not_fit_the_experiment_stops_first(overrides, message,
                                                                            tmp_path):
     from bench.harness.job_execution import run_job
@@ -119,6 +122,7 @@ CONJUGATE = ["experiment=ssla/figure-1", "scale=smoke"]  # dataset.sizes: [integ
     (CONJUGATE, "dataset.sizes=[20,1.5]",
      "dataset.sizes[1]=1.5 is not valid; it must be an integer"),
 ])
+@pytest.mark.second_tier
 def test_list_elements_are_checked_one_by_one(base, override, message):
     with pytest.raises(ConfigError) as caught:
         check_overrides([*base, override])

@@ -30,6 +30,7 @@ def test_temperature_matches_the_two_class_closed_form(margin, share):
     assert fit_temperature(logits, labels) == pytest.approx(expected, rel=1e-6)
 
 
+@pytest.mark.second_tier
 def test_temperature_is_the_minimum_over_a_dense_grid():
     generator = make_generator(0)
     logits = 4.0 * torch.randn(300, 5, generator=generator, dtype=torch.float64)

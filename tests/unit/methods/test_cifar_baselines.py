@@ -92,6 +92,7 @@ def test_bbb_optimizer_settings_are_one_line_config_errors(changes, message):
         wrn_bbb(**changes)
 
 
+@pytest.mark.second_tier
 def test_la_fits_on_each_image_augmented_once_from_the_fit_seed(tmp_path):
     data = cifar_data(tmp_path)
     network = build_classifier("wrn16_4", make_generator(1), widen=1).eval()

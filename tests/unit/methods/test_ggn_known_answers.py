@@ -156,6 +156,7 @@ def test_damped_oggn_forgets_the_start_at_rate_one_minus_step(step_size):
 
 
 @pytest.mark.parametrize("algorithm", ["voggn", "lgva"])
+@pytest.mark.second_tier
 def test_sampling_algorithms_on_blr_are_an_ar1_around_the_exact_posterior(algorithm):
     """With ``J = X`` the curvature ``H = X^T X / sigma^2`` is the same for every draw, so the
     precision is OGGN's: ``Lambda* + (1 - gamma)^t (Lambda_0 - Lambda*)``. Once it has
@@ -297,6 +298,7 @@ def gaussian_vi_optimum() -> tuple[torch.Tensor, torch.Tensor]:
     return mean, torch.cholesky_inverse(factor)
 
 
+@pytest.mark.second_tier
 def test_voggn_with_small_step_reaches_the_gaussian_vi_optimum_of_logistic_regression():
     """The optimum ``N(m*, V*)`` is stationary in ``m`` and ``V``:
     ``X^T E_q[y - s(f)] = delta m`` and ``V^-1 = delta I + X^T diag(E_q[s'(f)]) X``, the

@@ -126,6 +126,7 @@ def test_eq_3_18_at_the_blr_mean_is_the_exact_evidence_of_eq_3_19_at_any_theta(l
 
 
 @pytest.mark.parametrize("likelihood", sorted(LIKELIHOODS))
+@pytest.mark.second_tier
 def test_at_a_stationary_map_the_laplace_evidence_equals_the_exact_n_by_n_form(likelihood):
     theta = stationary_theta(likelihood)
     lik, f, y, jacobian = ingredients(likelihood, theta)
@@ -153,6 +154,7 @@ def test_gaussian_evidence_by_hand_for_a_linear_network():
     assert ours == pytest.approx(float(exact), rel=1e-12)
 
 
+@pytest.mark.second_tier
 def test_gaussian_evidence_matches_laplace_torch_full_ggn():
     """laplace-torch 0.3 with the ASDL backend (its curvlinops backend multiplies by a float32
     identity, which costs 1e-7 relative accuracy in float64)."""

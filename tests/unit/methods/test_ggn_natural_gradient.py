@@ -181,6 +181,7 @@ def test_method_adapters_fit_predict_and_repeat_bit_for_bit(algorithm, likelihoo
         torch.testing.assert_close(predictive.variance, variance + NOISE)
 
 
+@pytest.mark.second_tier
 def test_laplace_ggn_method_reports_stationarity_and_evidence():
     """Adam at a fixed step ends on a gradient-norm floor whose height moves with the
     arithmetic (0.006 native, 0.10 pinned after 3000 steps); the polish reaches its tolerance
@@ -215,6 +216,7 @@ def map_gradient_norm(theta, x, y, likelihood):
 
 @pytest.mark.parametrize(("likelihood", "step", "tolerance"),
                          [("bernoulli", 0.3, 1e-6), ("gaussian", 0.1, 1e-3)])
+@pytest.mark.second_tier
 def test_damped_oggn_stops_at_a_stationary_point_on_the_prefix_of_the_full_run(
         likelihood, step, tolerance):
     x, y = toy_data(likelihood)
@@ -261,6 +263,7 @@ def test_oggn_cycling_beside_a_stationary_point_is_not_called_stationary():
     assert map_gradient_norm(state.mean, x, y, lik) > 0.1
 
 
+@pytest.mark.second_tier
 def test_stopping_settings_reach_the_method_and_are_checked():
     x, y = toy_data("bernoulli")
     method = NaturalGradientGGN(algorithm="oggn", likelihood="bernoulli", prior_precision=DELTA,
@@ -284,6 +287,7 @@ def test_stopping_settings_reach_the_method_and_are_checked():
         NaturalGradientGGN(stop_window=5, stop_gradient_tolerance=1e-3)
 
 
+@pytest.mark.second_tier
 def test_laplace_ggn_polish_reaches_a_stationary_map():
     x, y = toy_data("bernoulli")
     settings = dict(likelihood="bernoulli", prior_precision=DELTA, hidden=(6, 6), lr=1e-2,
@@ -300,6 +304,7 @@ def test_laplace_ggn_polish_reaches_a_stationary_map():
         LaplaceGGN(polish_iterations=10, polish_tolerance=0.0)
 
 
+@pytest.mark.second_tier
 def test_a_model_selection_grid_trains_each_network_as_the_posterior_trains_its_map():
     """The model-selection task's grid (Figures 5.2 / 5.3) and L-GGN's own MAP are one
     training (``LaplaceGGN.fit_grid``): the grid's network at the posterior's delta is its

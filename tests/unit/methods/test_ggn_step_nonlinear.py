@@ -210,6 +210,7 @@ def test_project_step_equals_the_thesis_step(algorithm, network, likelihood, sta
 @pytest.mark.parametrize(("algorithm", "mutant"),
                          [(a, m) for a, mutants in MUTANTS.items() for m in mutants])
 @pytest.mark.parametrize(("network", "likelihood", "state"), CASES)
+@pytest.mark.second_tier
 def test_project_step_differs_from_each_mutant(algorithm, mutant, network, likelihood, state):
     """The mean or precision after one step differs from the mutant's by far more than the
     tolerance, so the equality test can tell the right point from the wrong one."""

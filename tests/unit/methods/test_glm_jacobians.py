@@ -25,6 +25,7 @@ def images(n: int, shape: tuple[int, ...], seed: int = 1) -> torch.Tensor:
 
 @pytest.mark.parametrize(("name", "shape", "options"), [
     ("lenet_redux", (1, 28, 28), {}), ("wrn16_4", (3, 32, 32), {"widen": 1})])
+@pytest.mark.second_tier
 def test_per_input_jacobians_equal_the_librarys_whole_batch_jacobians(name, shape, options):
     net = network(name, **options)
     if name == "wrn16_4":  # frozen BatchNorm, as the Figure 8 grid fits the WRN
@@ -59,6 +60,7 @@ def kron_la() -> Laplace:
 
 
 @pytest.mark.parametrize("link", ["probit", "bridge"])
+@pytest.mark.second_tier
 def test_the_glm_predictive_is_the_librarys_and_the_backend_is_restored(link, kron_la):
     la = kron_la
     x = images(12, (1, 28, 28), seed=3)

@@ -156,6 +156,7 @@ def test_gp_mean_differs_from_the_network_by_the_map_gradient_at_any_theta():
     assert diagnostics["n_params"] == 61 and diagnostics["n_train"] == 9
 
 
+@pytest.mark.second_tier
 def test_self_check_holds_to_1e_8_at_a_stationary_map():
     x, y = toy_binary_data(40, seed=5)
     x_test, _ = toy_binary_data(25, seed=6)

@@ -44,6 +44,7 @@ def _monte_carlo_error(values: torch.Tensor) -> torch.Tensor:
     return values.std(0) / ess.sqrt()
 
 
+@pytest.mark.second_tier
 def test_linear_model_matches_exact_posterior():
     splits = _splits(50, seed=0)
     method = _linear_method()

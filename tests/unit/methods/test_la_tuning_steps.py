@@ -79,6 +79,7 @@ def _neg_marglik_gradient(la, tune_sigma: bool, fixed_log_sigma: float):
 
 
 @pytest.mark.parametrize("structure", ["kron", "diag", "full"])
+@pytest.mark.second_tier
 def test_paper_protocol_prior_precision_equals_lightning_uq_box_loop(structure):
     from lightning_uq_box.uq_methods.laplace_model import tune_prior_precision_and_sigma
 

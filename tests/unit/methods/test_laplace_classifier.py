@@ -86,6 +86,7 @@ def test_probit_with_marglik_prior_equals_laplace_torch(data, test_inputs):
     ("all", "kron", "AsdlGGN", "layerwise", "probit"),
     ("all", "full", "AsdlEF", "diag", "bridge_norm"),
 ])
+@pytest.mark.second_tier
 def test_marglik_prior_structures_equal_laplace_torch(subset, structure, backend,
                                                       prior_structure, link, data, test_inputs):
     method, diagnostics = fitted(data, subset_of_weights=subset, hessian_structure=structure,

@@ -80,6 +80,7 @@ def base():
 
 
 @pytest.mark.parametrize(("posterior", "link"), GRID, ids=[f"{p}-{k}" for p, k in GRID])
+@pytest.mark.second_tier
 def test_every_variant_is_composed_built_fitted_and_predicts(posterior, link, tiny_data, base):
     cfg = composed(MNIST, f"la_posterior={posterior}", f"la_link={link}")
     node = cfg.method
@@ -126,6 +127,7 @@ def test_online_marglik_over_the_last_layer_is_a_one_line_config_error():
             "is not a valid combination") in message
 
 
+@pytest.mark.second_tier
 def test_the_links_of_one_online_fit_share_its_trained_state(tiny_data, base):
     """mc and probit of the same online fit: the second loads the stored state."""
     states = []
@@ -162,6 +164,7 @@ def test_the_corrected_ece_stands_beside_the_authors_ece():
 
 
 @pytest.mark.parametrize("scale", ["cpu", "paper"])
+@pytest.mark.second_tier
 def test_every_variant_takes_the_scale_s_settings(scale):
     """A scale's method settings reach every variant of the grid (a key missing from some
     structure nodes would be a struct error when the scale is applied)."""
@@ -174,6 +177,7 @@ def test_every_variant_takes_the_scale_s_settings(scale):
         assert method.low_rank_data == (5000 if scale == "cpu" else None)
 
 
+@pytest.mark.second_tier
 def test_the_wrn_grid_s_low_rank_fit_leaves_frozen_batchnorm_outside():
     """The CIFAR grid's low-rank variant on a WRN-16-1 (8 random 32x32 images) with its
     BatchNorm frozen (``frozen_batchnorm``; the smoke golden runs the WRN's diag and kron

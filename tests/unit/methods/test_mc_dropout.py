@@ -58,6 +58,7 @@ def test_the_prediction_is_the_same_at_every_call_and_moves_with_the_seed():
     assert not torch.equal(first.predict(data.x_test).mean, second.predict(data.x_test).mean)
 
 
+@pytest.mark.second_tier
 def test_it_learns_a_sine_with_noise_and_the_same_seed_fits_the_same_network():
     data = _splits(300)
     method, again = MCDropout(), MCDropout()

@@ -36,6 +36,7 @@ def blr_method(**changes) -> ReferenceGaussianVI:
                                reference_vi={**settings, **changes})
 
 
+@pytest.mark.second_tier
 def test_the_kept_q_is_the_blr_posterior_and_its_recorded_elbo_the_log_evidence(tmp_path):
     x, y = regression_data()
     method = blr_method()

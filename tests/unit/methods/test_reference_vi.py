@@ -72,6 +72,7 @@ def kl_to_posterior(q) -> float:
 
 
 @pytest.mark.parametrize("guide", ["full_rank", "diagonal"])
+@pytest.mark.second_tier
 def test_reference_vi_reaches_the_blr_optimum_of_its_guide(guide):
     """Full rank: ``KL(q || posterior)``, the gap to the log evidence. Mean field: the same
     minus the mean-field optimum's ``1/2 (sum log Lambda_ii - log det Lambda)``."""
@@ -97,6 +98,7 @@ def quadrature_elbo(mean: torch.Tensor, covariance: torch.Tensor) -> float:
         return -float(negative_elbo(torch.cat([mean, factor[LOWER[0], LOWER[1]]])))
 
 
+@pytest.mark.second_tier
 def test_reference_vi_reaches_the_quadrature_optimum_of_logistic_regression():
     x, y = classification_data()
     mean, precision = gaussian_vi_optimum()
@@ -109,6 +111,7 @@ def test_reference_vi_reaches_the_quadrature_optimum_of_logistic_regression():
     assert abs(fit.elbo.elbo - optimum) < FIVE_SIGMA * fit.elbo.standard_error
 
 
+@pytest.mark.second_tier
 def test_map_start_is_the_map_and_every_start_is_fitted_and_ranked():
     """The ``map`` start (SVI with a delta guide, deterministic) is Newton's MAP; the fits
     cover every start and guide, best ELBO first."""

@@ -96,6 +96,7 @@ def small_tanh_network():
     return splits, base
 
 
+@pytest.mark.second_tier
 def test_converged_refit_matches_a_long_lbfgs_refit(small_tanh_network):
     """Within ±2 predictive sd (where the MAP of D + (x, y) is the one next to the MAP of D),
     the normalised log PPD (both normalised by the same quadrature constant) agrees with

@@ -22,12 +22,14 @@ TABLE_2_SSLA = ["experiment=ssla/table-2", "method=nn_ssla", "scale=smoke"]
     (["protocol=corrected", "protocol.ssla_refit=newton"], GaussianObjective, NewtonRefit),
     (["protocol=corrected", "method.refit.name=sgd"], GaussianObjective, SGDRefit),
 ])
+@pytest.mark.second_tier
 def test_the_protocol_picks_the_objective_and_the_default_refit(overrides, objective, refit):
     method = instantiate_method(compose_config([*TABLE_2_SSLA, *overrides]).method)
     assert type(method.objective) is objective and type(method.refit) is refit
     assert type(method.curvature) is GGNWeights
 
 
+@pytest.mark.second_tier
 def test_each_refit_takes_its_own_settings_and_the_scale_limits():
     cfg = compose_config([*TABLE_2_SSLA, "+method.refit.sgd.patience=5"])
     sgd = instantiate_method(cfg.method, refit_epochs=2).refit
@@ -57,6 +59,7 @@ def test_the_curvature_node_picks_the_empirical_fisher():
      "method.refit.name='newton' needs method.curvature.name='ggn'"),
     (["protocol.name=foo"], "protocol.name='foo' is not valid; choose one of: paper, corrected"),
 ])
+@pytest.mark.second_tier
 def test_bad_strategy_input_is_one_line_naming_the_key(overrides, expected, tmp_path, capsys,
                                                        monkeypatch):
     line = config_error_line([*TABLE_2_SSLA, *overrides], tmp_path, capsys, monkeypatch)

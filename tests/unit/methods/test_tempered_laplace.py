@@ -53,6 +53,7 @@ def whitened_covariance(draws, precision):
 
 
 @pytest.mark.parametrize("structure", STRUCTURES)
+@pytest.mark.second_tier
 def test_samples_have_the_inverse_dense_precision_as_covariance(data, structure):
     method = fitted(data, structure, n_samples=20000)
     for temperature in (0.1, 3.0):
@@ -169,6 +170,7 @@ def test_precision_at_temperature_equals_laplace_torch(data, structure, ours):
     torch.testing.assert_close(la.posterior_precision.to_matrix(), precision * ~cross)
 
 
+@pytest.mark.second_tier
 def test_diag_sampler_matches_laplace_torch_sampler(data):
     from laplace import Laplace
     from laplace.curvature import CurvlinopsGGN
@@ -262,6 +264,7 @@ def with_weights(theta):
 
 
 @pytest.mark.parametrize("structure", ["diag", "kfac", "ekfac"])
+@pytest.mark.second_tier
 def test_batchnorm_net_samples_have_the_inverse_dense_precision_as_covariance(
         batchnorm_data, structure):
     base = tiny_batchnorm_net()

@@ -30,6 +30,7 @@ def _assert_gaussian(predictive, n: int) -> None:
 
 @pytest.mark.parametrize("method_cls", [MFVIMethod, AlphaVIMethod])
 @pytest.mark.parametrize("with_datamodule", [True, False])
+@pytest.mark.second_tier
 def test_vi_runs_and_same_seed_gives_same_predictions(tiny_toy, method_cls, with_datamodule):
     splits = tiny_toy if with_datamodule else dataclasses.replace(tiny_toy, datamodule=None)
     method = method_cls(max_epochs=3, batch_size=16, burnin_epochs=1) \

@@ -49,16 +49,19 @@ def _assert_same_training(method_cls, **kwargs) -> dict:
 
 
 @pytest.mark.parametrize("max_epochs", [2, 4])
+@pytest.mark.second_tier
 def test_fast_loop_gives_lightnings_mfvi_across_the_burn_in(max_epochs):
     diagnostics = _assert_same_training(MFVIMethod, max_epochs=max_epochs, burnin_epochs=2)
     assert diagnostics["epochs"] == max_epochs and not diagnostics["stopped_early"]
 
 
+@pytest.mark.second_tier
 def test_fast_loop_gives_lightnings_alpha_vi():
     diagnostics = _assert_same_training(AlphaVIMethod, max_epochs=3)
     assert diagnostics["epochs"] == 3 and not diagnostics["stopped_early"]
 
 
+@pytest.mark.second_tier
 def test_fast_loop_gives_lightnings_alpha_vi_when_stopping_early():
     diagnostics = _assert_same_training(AlphaVIMethod, max_epochs=60, patience=1)
     assert diagnostics["stopped_early"] and 2 < diagnostics["epochs"] < 60

@@ -185,6 +185,7 @@ def independent_elbo(network, x, y, likelihood, delta, mean, covariance, n: int,
 
 
 @pytest.mark.parametrize("likelihood", ["gaussian", "bernoulli"])
+@pytest.mark.second_tier
 def test_elbo_of_the_reports_q_on_a_tanh_net_matches_an_independent_estimate(likelihood):
     """A Laplace-GGN posterior (through :func:`fitted_posterior_elbo`, as a report calls it)
     and a natural-gradient state with a random precision on ``1-6-6-1`` tanh."""

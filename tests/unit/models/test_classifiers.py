@@ -41,6 +41,7 @@ def test_parameter_counts_match_the_papers_and_logits_have_ten_columns(name, cou
 
 
 @pytest.mark.parametrize("name", list(CLASSIFIERS))
+@pytest.mark.second_tier
 def test_same_generator_seed_gives_identical_weights_and_leaves_global_rng_alone(name):
     global_state = torch.get_rng_state()
     classes = 2 if name == "binary_cnn" else 10   # one Bernoulli logit: two classes only
@@ -104,6 +105,7 @@ def test_mlp_is_a_module_view_of_the_flat_mlp():
     assert not has_batch_norm(net)
 
 
+@pytest.mark.second_tier
 def test_wrn_dropout_option_and_other_input_depths():
     net = build_classifier("wrn16_4", make_generator(0), dropout=0.0)
     assert all(m.p == 0.0 for m in net.modules() if isinstance(m, nn.Dropout))
@@ -120,6 +122,7 @@ def test_bad_names_and_options_are_one_line_config_errors():
         build_classifier("lenet5", make_generator(0), dropout=0.1)
 
 
+@pytest.mark.second_tier
 def test_scaled_resnet18_keeps_torchvision_layout():
     from torchvision.models import resnet18
 

@@ -21,6 +21,7 @@ def count(module: torch.nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
+@pytest.mark.second_tier
 def test_densenet121_and_multispectral_resnet18_are_torchvisions():
     densenet = build_network("densenet121", 62)
     reference = vision_models.densenet121(num_classes=62)

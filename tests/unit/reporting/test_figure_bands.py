@@ -103,6 +103,7 @@ def test_temperature_curve_bands_stay_in_their_range():
     assert band_heights(auroc_axis).min() == pytest.approx(0.0)
 
 
+@pytest.mark.second_tier
 def test_subnetwork_coverage_and_w2_bands_stay_in_their_range():
     coverage, w2 = {}, {}
     for likelihood in ("regression", "classification"):

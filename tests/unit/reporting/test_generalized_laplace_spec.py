@@ -76,6 +76,7 @@ HYPOTHESIS_NORM = ("hypothesis (notes 7.6): 'paper-like' K-FAC accumulation, las
                    "|Q_sum|_F |G_sum|_F, orders of magnitude from 1.0985e9")
 
 
+@pytest.mark.second_tier
 def test_norm_anchors_read_only_their_own_structure():
     table = anchors(FIGURE_3, figure_3_records())
     # Diag's and EKFAC's norms differ from K-FAC's: an average over every record would not
@@ -89,6 +90,7 @@ def test_norm_anchors_read_only_their_own_structure():
     assert larger == pytest.approx(math.log10(3.4e5 / 2.0e5))
 
 
+@pytest.mark.second_tier
 def test_the_report_shows_every_structures_norms_both_ways(tmp_path):
     written = render_report(FIGURE_3, figure_3_records(), tmp_path)
     text = next(p for p in written if p.suffix == ".md").read_text()
@@ -97,6 +99,7 @@ def test_the_report_shows_every_structures_norms_both_ways(tmp_path):
     assert "paper_like_last_layer_frobenius_norm" in text
 
 
+@pytest.mark.second_tier
 def test_figure_3_csv_holds_every_curve_cell(tmp_path):
     records = figure_3_records()
     written = render_report(FIGURE_3, records, tmp_path)
@@ -159,6 +162,7 @@ def rising_kmnist_entropy(records: list[dict]) -> list[dict]:
     return records
 
 
+@pytest.mark.second_tier
 def test_every_differing_or_close_anchor_has_a_cause_quoting_the_records():
     for spec, records in ((FIGURE_3, figure_3_records()),
                           (FIGURE_5, rising_kmnist_entropy(figure_3_records())),
@@ -171,6 +175,7 @@ def test_every_differing_or_close_anchor_has_a_cause_quoting_the_records():
             assert any(ch.isdigit() for ch in cause), (spec.key, label, cause)
 
 
+@pytest.mark.second_tier
 def test_kfac_levelling_cause_says_what_the_paper_like_rows_measure():
     table = anchors(FIGURE_3, figure_3_records())
     exact = table.loc["KFAC: share of the entropy change over the grid left above T = 0.1"]
@@ -190,6 +195,7 @@ def test_kfac_levelling_cause_says_what_the_paper_like_rows_measure():
     assert "is 0.943 F (norm cells, paper-like / exact)" in diag["cause"]
 
 
+@pytest.mark.second_tier
 def test_a_fall_inside_the_intervals_is_reported_as_seed_spread():
     records = figure_3_records()
     for record in records:  # seed-dependent noise on the accuracy at T = 10

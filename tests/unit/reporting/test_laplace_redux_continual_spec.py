@@ -63,6 +63,7 @@ def test_setup_anchors_come_from_the_targets_file():
                                      "output_dim")] == ["10", "2", "100", "784", "10"]
 
 
+@pytest.mark.second_tier
 def test_report_judges_setup_and_claim_from_the_records(tmp_path):
     records = [record("KFAC", 711, KFAC, n_tasks=10), record("DIAG", 711, DIAG, n_tasks=10)]
     written = render_report(SPEC, records, tmp_path)
@@ -92,6 +93,7 @@ def neutral(old_style: dict) -> dict:
             "fitted": {**old_style["fitted"], CELL_UNITS: NEUTRAL_CELLS}}
 
 
+@pytest.mark.second_tier
 def test_old_percent_and_new_fraction_records_render_to_one_table_in_percent(tmp_path):
     old = record("KFAC", 711, KFAC, n_tasks=10)  # written before cells were neutral: %
     new = neutral(record("KFAC", 1, {(1, 1): 97.0, (2, 1): 93.0, (2, 2): 96.0}, n_tasks=10))

@@ -115,6 +115,7 @@ FIGURE_SPECS = sorted(key for key, spec in SPECS.items() if spec.figure is not N
 
 
 @pytest.mark.parametrize("key", FIGURE_SPECS)
+@pytest.mark.second_tier
 def test_every_report_with_a_figure_shows_it_first(key, tmp_path):
     """The figure is the first thing after the title and header line, for every spec with a
     figure (its own drawing, or the drawn gap when the records cannot make it)."""

@@ -99,6 +99,7 @@ def test_cli_lists_artifacts_targets_and_checks(capsys):
     assert artifacts.main(["--check"]) == 0
 
 
+@pytest.mark.second_tier
 def test_side_runs_of_every_experiment_parse_each_config_once(monkeypatch):
     """side_run_configs reads every experiment's name; each file is parsed once, not once per
     call (33 experiments made it a thousand YAML parses, seconds of every test that asks)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 
@@ -41,6 +42,7 @@ def test_last_layer_width_is_the_input_of_the_last_linear():
     assert last_layer_width(network) == 5
 
 
+@pytest.mark.second_tier
 def test_map_row_of_wrn16_4_is_its_parameters_and_batch_norm_buffers(tmp_path):
     cfg = compose_config(["experiment=laplace_redux/table-5", "scale=cpu", "seed=6",
                           "method=map_classifier", f"results_dir={tmp_path}"])
@@ -56,6 +58,7 @@ def test_map_row_of_wrn16_4_is_its_parameters_and_batch_norm_buffers(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == []  # the scratch folder is gone
 
 
+@pytest.mark.second_tier
 def test_la_rows_are_the_network_once_plus_the_laplace_state_and_as_held_twice(tmp_path):
     overrides = ["experiment=laplace_redux/table-5", "scale=smoke", "seed=6",
                  "method=laplace_classifier", f"results_dir={tmp_path}"]

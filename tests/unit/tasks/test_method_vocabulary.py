@@ -53,6 +53,7 @@ TASK_METHODS = {
 
 
 @pytest.mark.parametrize(("task", "options"), sorted(TASK_METHODS.items()))
+@pytest.mark.second_tier
 def test_each_task_takes_the_method_options_its_protocols_select(task, options):
     methods = get_method(f"bench.tasks.{task}").inputs.methods
     assert all(getattr(kind, "_is_protocol", False) for kind in methods), methods

@@ -98,12 +98,14 @@ def assert_same_predictive(approx: Gaussian, reference: Gaussian, y: torch.Tenso
 
 
 @pytest.mark.parametrize("curvature_includes_prior", [False, True])
+@pytest.mark.second_tier
 def test_ssla_with_map_refit_is_the_exact_laplace_predictive(problem, curvature_includes_prior):
     ssla, _ = predictives(problem, curvature_includes_prior, "direct")
     assert_same_predictive(ssla, problem.exact, problem.y_test)
 
 
 @pytest.mark.parametrize("increment", ["aggregate", "direct"])
+@pytest.mark.second_tier
 def test_assla_is_the_plugin_predictive(problem, increment):
     _, assla = predictives(problem, False, increment)
     assert_same_predictive(assla, problem.plugin, problem.y_test)
@@ -167,6 +169,7 @@ def _smoke_cells(experiment: str, seed: int) -> list[tuple[str, str, float]]:
     return [(c.row, c.column, c.value) for c in result.cells]
 
 
+@pytest.mark.second_tier
 def test_same_seed_gives_the_same_cells_named_as_the_targets():
     first, again = _smoke_cells("ssla/table-6", 42), _smoke_cells("ssla/table-6", 42)
     assert first == again

@@ -92,6 +92,7 @@ def voggn(iterations: int, rule: ElboPlateauRule | None, seed: int = 0):
 
 
 @pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.second_tier
 def test_voggn_stopped_by_the_elbo_rule_is_at_the_gaussian_vi_optimum(seed):
     """Step 0.1, S = 1 (the corrected protocol's VOGGN), estimates of 500 draws every 20
     iterations, patience 5. The rule stops long before the cap; the q it leaves is below the

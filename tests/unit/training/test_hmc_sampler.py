@@ -44,12 +44,14 @@ def _assert_same(out) -> dict:
     return diag
 
 
+@pytest.mark.second_tier
 def test_fast_sampler_replays_pyro_on_table_2_settings(toy):
     diag = _assert_same(_both_samplers(toy, num_samples=30, burn=10))
     assert diag["num_kept"] == 20 and diag["acceptance_rate"] == 1.0
 
 
 @pytest.mark.parametrize("step_size, rate_range", [(0.03, (0.2, 0.9)), (5.0, (0.0, 0.0))])
+@pytest.mark.second_tier
 def test_fast_sampler_replays_pyro_with_rejections(toy, step_size, rate_range):
     """A large step rejects some proposals; a huge one diverges (NaN or inf energy) and
     rejects them all."""

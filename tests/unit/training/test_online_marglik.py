@@ -81,6 +81,7 @@ class ReplayedBatches:
 
 
 @pytest.mark.parametrize("structure", ["diag", "kron", "full"])
+@pytest.mark.second_tier
 def test_the_loop_is_laplace_torchs_marglik_training_on_the_same_minibatches(
         structure, data, tmp_path):
     theirs = tiny_network()

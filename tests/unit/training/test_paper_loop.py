@@ -39,6 +39,7 @@ def _assert_same(out: dict) -> int:
 
 @pytest.mark.parametrize(("max_epochs", "patience", "stops_early"),
                          [(60, 5, True), (4, 20, False)])
+@pytest.mark.second_tier
 def test_fast_loop_gives_lightnings_weights_on_table_2(max_epochs, patience, stops_early):
     from bench.datasets.toy import heteroscedastic_toy
 
@@ -51,6 +52,7 @@ def test_fast_loop_gives_lightnings_weights_on_table_2(max_epochs, patience, sto
 
 @pytest.mark.skipif(not (SHARED_DATA / "uci" / "real_estate").is_dir(),
                     reason="needs the shared UCI files")
+@pytest.mark.second_tier
 def test_fast_loop_gives_lightnings_weights_on_uci_real_estate():
     from bench.datasets.uci import uci_splits
 

@@ -41,6 +41,7 @@ def test_map_mlp_and_paper_mlp_take_keyword_arguments():
             train(None, 3, 0.01, 16)
 
 
+@pytest.mark.second_tier
 def test_map_polish_makes_theta_hat_stationary(toy):
     x, y = toy.x_train.double(), toy.y_train[:, 0].double()
     # tanh: smooth, so L-BFGS reaches a stationary point; ReLU's kinks stop it nearby.

@@ -75,6 +75,7 @@ def test_stacked_logits_are_each_networks_own(model, classes, grouped):
 @pytest.mark.parametrize(("model", "augmentation"),
                          [("lenet_redux", "none"), ("mlp", "none"),
                           ("lenet_redux", "crop_flip")])
+@pytest.mark.second_tier
 def test_members_trained_together_equal_members_trained_one_by_one(tmp_path, model,
                                                                    augmentation):
     images, labels = tiny_data()
@@ -117,6 +118,7 @@ def test_stored_members_are_loaded_and_only_the_missing_ones_trained(tmp_path, m
     assert trained_now == [2] and all(n.reused for n in again)
 
 
+@pytest.mark.second_tier
 def test_an_interrupted_stacked_run_resumes_in_either_path(tmp_path):
     images, labels = tiny_data()
     chosen = recipe()

@@ -54,6 +54,7 @@ def run_cli(args: list[str], tmp_path):
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.second_tier
 def test_study_continues_to_its_total_and_exports_the_best_trial(tmp_path):
     storage, out = tmp_path / "tune.db", tmp_path / "tuned" / "mlp.yaml"
     first = tune(toy_config(storage, "trials=3"))
@@ -98,6 +99,7 @@ def test_same_seed_proposes_the_same_first_params(tmp_path):
     assert proposals("a", 42) == proposals("b", 42) != proposals("c", 7)
 
 
+@pytest.mark.second_tier
 def test_shipped_paper_values():
     mlp = OmegaConf.load(TUNED / "heteroscedastic" / "mlp.yaml")
     assert mlp.lr == 0.04016791033073118 and mlp.batch_size == 64
@@ -137,6 +139,7 @@ def test_command_line_runs_and_exports(tmp_path):
     assert set(yaml.safe_load(out.read_text())) == {"lr", "batch_size"}
 
 
+@pytest.mark.second_tier
 def test_mlp_objective_runs_for_real(tmp_path):
     from bench.tuning.objectives import mlp_objective
 

@@ -59,6 +59,7 @@ def test_a_second_worker_with_the_same_index_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("value", ["nan", "12", "null", "[a]", "''"])
+@pytest.mark.second_tier
 def test_a_study_that_does_not_read_as_a_name_is_one_line(value, tmp_path):
     with pytest.raises(ConfigError) as caught:
         check_config(compose_tune(["space=mlp", f"study={value}"]))
@@ -82,6 +83,7 @@ def test_study_nan_on_the_command_line_is_one_line(tmp_path):
     assert lines[0].startswith("error: study=nan is not valid") and "study='nan'" in lines[0]
 
 
+@pytest.mark.second_tier
 def test_workers_create_a_new_sqlite_study_one_at_a_time(tmp_path, monkeypatch):
     """Two workers starting together on a new SQLite file both created its tables and one
     died on 'table study_directions already exists'; creating a study now waits for a lock
