@@ -165,6 +165,10 @@ bench-perf: $(INSTALLED)  ## Speed benchmarks (side-by-side ratios) -> reports/p
 diagnose-nesterov-lenet: $(INSTALLED)  ## Why Nesterov SGD lr 0.1 does not train the Redux LeNet (map-recipe study) -> reports/laplace_redux/nesterov-lenet.md
 	$(PY) -m bench.benchmarks.nesterov_lenet --out reports/laplace_redux/nesterov-lenet.md
 
+.PHONY: diagnose-lgva-single-sample
+diagnose-lgva-single-sample: $(INSTALLED)  ## What LGVA with one Monte Carlo sample does from OGGN's settled state (GGN Figure 5.4) -> reports/ggn_thesis/lgva-single-sample.md
+	$(PY) -m bench.benchmarks.lgva_single_sample --out reports/ggn_thesis/lgva-single-sample.md
+
 .PHONY: bench-perf-subnet
 bench-perf-subnet: $(INSTALLED)  ## Greedy-Laplace timing vs the naive O(p^3)-per-step greedy -> reports/subnet/perf.md
 	$(PY) -m bench.benchmarks.subset_selection_speed --p 125 250 500 1000 2000 --naive-budget-s 8 --out reports/subnet/perf.md

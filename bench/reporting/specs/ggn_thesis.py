@@ -510,6 +510,28 @@ VOGGN_UNDERFIT_SIDE_RUN = (
     "give each q's ELBO beside the reference's best where the records have them."
 )
 
+# Measured by bench.benchmarks.lgva_single_sample (make diagnose-lgva-single-sample,
+# reports/ggn_thesis/lgva-single-sample.md), issue 42.
+LGVA_SINGLE_SAMPLE_DIAGNOSIS = (
+    "Why LGVA fails with one Monte Carlo sample, as measured (reports/ggn_thesis/"
+    "lgva-single-sample.md, make diagnose-lgva-single-sample; seed 0, from OGGN's state at the "
+    "cpu cap: 1000 iterations at step 0.1, gradient norm 0.674, not at its rule, train NLL "
+    "22.24). Distances d are in OGGN's precision norm (posterior sds). From that state, "
+    "OGGN itself stays at NLL 22.24 for 400 more iterations (d 0.27). LGVA at step 0.1, S = "
+    "1: the draw's part of the mean step moves the mean by d 0.30, then 1.28, and the train "
+    "NLL jumps from 22.29 to 1849 at the second update; a linear model would keep the mean "
+    "within d 0.86 of its fixed point (module docstring) and change the NLL by about d^2 / 2. "
+    "At step 0.01 the draw's part at the third update is 6.8 times step x the draw's offset, "
+    "above the linear model's bound of 1 (the GGN at the moved mean has outgrown the "
+    "precision, which averages earlier ones), and the NLL jumps to 1904; with S = 10 draws at "
+    "step 0.1 it reaches 62 at the second update and 877 at the third. After 400 updates every "
+    "LGVA run sits at d 14-318 with NLL 433-3008. So the training NLL of this network rises "
+    "by about 10^3 nats when the mean moves by at most 1.6 GGN posterior standard deviations "
+    "from OGGN's (at most 0.66 at step 0.01: the sum of the draws' parts before the jump), and "
+    "the draws' term of the LGVA mean update, of that size, throws the mean out of the basin in "
+    "two or three updates; a smaller step or ten draws delays it by an update and does not "
+    "prevent it. Measured from one state of one seed.")
+
 REGRESSION_CLAIMS = (
     Claim("GLM works for all four: share within 0.2 nats of the best GLM test NLL",
           "all four", glm_consistent("test_nll", 0.2, higher_is_better=False), ALWAYS,
@@ -594,6 +616,7 @@ FIGURE_5_4 = ArtifactSpec(
            "added, notes 7.4), elbo the ELBO of the row's q on the training set. delta = 0.63, "
            "sigma^2 = 0.1 (Figure 5.2's optimum).",
            VOGGN_UNDERFIT_SIDE_RUN,
+           LGVA_SINGLE_SAMPLE_DIAGNOSIS,
            "Corrected OGGN past the cpu cap (side run, seed 0, the same deterministic "
            "iterates continued to 2800): not stationary; |grad L| at the mean falls to 0.037 "
            "by iteration 1400, then rises slowly to 0.054 at 2800 while the train NLL stays "
