@@ -234,21 +234,24 @@ class BestEpoch:
     epoch: int = 0
     neg_log_marglik: float = math.inf
     model: dict[str, Tensor] | None = None
-    prior: Tensor | None = None
+    prior_precision: Tensor | None = None
 
-    def offer(self, epoch: int, neg_log_marglik: float, model: nn.Module, prior: Tensor) -> bool:
-        """Keep ``epoch`` (copies of the weights and prior) if its value is strictly lower."""
+    def offer(self, epoch: int, neg_log_marglik: float, model: nn.Module,
+              prior_precision: Tensor) -> bool:
+        """Keep ``epoch`` (copies of the weights and prior precision) if its value is strictly
+        lower."""
         if not neg_log_marglik < self.neg_log_marglik:
             return False
         self.epoch, self.neg_log_marglik = epoch, neg_log_marglik
         self.model = copy.deepcopy(model.state_dict())
-        self.prior = prior.detach().clone()
+        self.prior_precision = prior_precision.detach().clone()
         return True
 
     def to_dict(self) -> dict:
-        """Plain values for a checkpoint."""
+        """Plain values for a checkpoint (the prior precision under the key ``prior``, as
+        checkpoints written before the rename hold it)."""
         return {"epoch": self.epoch, "neg_log_marglik": self.neg_log_marglik,
-                "model": self.model, "prior": self.prior}
+                "model": self.model, "prior": self.prior_precision}
 
     @classmethod
     def from_dict(cls, values: dict) -> BestEpoch:
@@ -272,7 +275,7 @@ class OnlineMarglikResult:
     marginal likelihood, and the per-epoch history."""
 
     model: dict[str, Tensor]
-    prior: Tensor
+    prior_precision: Tensor
     best_epoch: int
     best_neg_log_marglik: float
     history: list[dict]
@@ -280,7 +283,7 @@ class OnlineMarglikResult:
     def to_state(self) -> dict[str, Any]:
         """A flat dict of tensors and numbers for the trained-state store."""
         return {**{f"{MODEL_PREFIX}{k}": v for k, v in self.model.items()},
-                "prior_precision": self.prior, "best_epoch": self.best_epoch,
+                "prior_precision": self.prior_precision, "best_epoch": self.best_epoch,
                 "best_neg_log_marglik": self.best_neg_log_marglik}
 
     @classmethod
@@ -389,7 +392,7 @@ class _Run:
         update) and return the result; the network is left in eval mode."""
         if self.best.model is not None:
             self.network.load_state_dict(self.best.model)
-            prior = self.best.prior
+            prior = self.best.prior_precision
         else:
             prior = laplace_prior(self.log_prior).detach().clone()
         self.network.eval()

@@ -139,14 +139,15 @@ class OnlineMarglikLaplace(OnlineMarglikHyperparameters):
         trained = OnlineMarglikResult.from_state(stored.state, stored.history)
         network.load_state_dict(trained.model)
         network.eval()
-        prior = trained.prior.to(self.device)
+        prior = trained.prior_precision.to(self.device)
         self.la = fit_laplace(network, train_loader(data, self.fit_batch_size),
                               self.subset_of_weights, self.hessian_structure, self.backend,
                               prior, last_layer_name(network))
         with torch.no_grad():
             log_marglik = float(self.la.log_marginal_likelihood())
         updates = [entry for entry in trained.history if "neg_log_marglik" in entry]
-        return {"prior_precision": trained.prior.tolist(), "best_epoch": trained.best_epoch,
+        return {"prior_precision": trained.prior_precision.tolist(),
+                "best_epoch": trained.best_epoch,
                 "best_neg_log_marglik": trained.best_neg_log_marglik,
                 "final_log_marginal_likelihood": log_marglik, "epochs": len(trained.history),
                 "marglik_updates": len(updates),

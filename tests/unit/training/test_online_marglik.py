@@ -99,7 +99,7 @@ def test_the_loop_is_laplace_torchs_marglik_training_on_the_same_minibatches(
         result = train(ours, data, tmp_path, structure)
     for mine, reference in zip(ours.parameters(), model.parameters(), strict=True):
         assert torch.equal(mine, reference)
-    assert torch.equal(result.prior, la.prior_precision)
+    assert torch.equal(result.prior_precision, la.prior_precision)
     assert [e["neg_log_marglik"] for e in result.history] == margliks[HYPER_STEPS - 1::HYPER_STEPS]
     assert [e["objective"] for e in result.history] == pytest.approx(losses, rel=1e-14)
     values = [e["neg_log_marglik"] for e in result.history]
@@ -127,8 +127,8 @@ def test_the_best_epoch_is_restored_with_its_prior(data, tmp_path, monkeypatch):
     for name, value in network.state_dict().items():
         assert torch.equal(value, saved[1]["model"][name]), name
         assert not torch.equal(value, saved[2]["model"][name]), name
-    assert result.prior.tolist() == result.history[1]["prior_precision"]
-    assert result.prior.tolist() != result.history[2]["prior_precision"]
+    assert result.prior_precision.tolist() == result.history[1]["prior_precision"]
+    assert result.prior_precision.tolist() != result.history[2]["prior_precision"]
     assert result.best_neg_log_marglik == pytest.approx(3.0, abs=1e-2)
 
 
@@ -152,7 +152,7 @@ def test_a_killed_run_resumes_at_its_last_epoch_exactly(data, tmp_path, monkeypa
     assert len(result.history) == EPOCHS
     for mine, reference in zip(resumed.parameters(), straight.parameters(), strict=True):
         assert torch.equal(mine, reference)
-    assert torch.equal(result.prior, expected.prior)
+    assert torch.equal(result.prior_precision, expected.prior_precision)
     assert [e["neg_log_marglik"] for e in result.history] == \
         [e["neg_log_marglik"] for e in expected.history]
 
@@ -205,7 +205,7 @@ def test_best_epoch_keeps_the_strictly_lowest_value():
     assert not best.offer(2, 5.0, network, torch.tensor([2.0]))
     assert not best.offer(3, math.nan, network, torch.tensor([3.0]))
     assert best.offer(4, 4.0, network, torch.tensor([4.0]))
-    assert (best.epoch, best.prior.tolist()) == (4, [4.0])
+    assert (best.epoch, best.prior_precision.tolist()) == (4, [4.0])
     assert BestEpoch.from_dict(best.to_dict()).epoch == 4
 
 
