@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -60,6 +60,7 @@ from bench.methods.baselines.scratch_training import (
     MINIBATCH_STREAM,
     POSTERIOR_INIT_STREAM,
     EpochLog,
+    ScratchClassifier,
     logged_batch_loss,
     require_count,
     require_real,
@@ -68,7 +69,6 @@ from bench.methods.baselines.scratch_training import (
     stream_seed,
     training_tensors,
 )
-from bench.methods.settings import ModelSettings, PredictionSettings, settings_node
 from bench.predictive.categorical import Categorical
 from bench.training.loop import LoopState, TrainingConfig, fit_parameters
 
@@ -161,12 +161,10 @@ def elbo_loss(network: nn.Module, x: Tensor, y: Tensor, n_data: int, kl_weight: 
 
 
 @dataclass
-class BayesByBackprop:
+class BayesByBackprop(ScratchClassifier):
     """Mean-field Gaussian variational posterior by flipout, trained from scratch."""
 
     name: str = "BBB"
-    model: ModelSettings = ModelSettings()
-    num_classes: int = 10
     prior_variance: float = 1.0
     posterior_mu_init: float = 0.0
     posterior_rho_init: float = -3.0
@@ -178,18 +176,13 @@ class BayesByBackprop:
     momentum: float = 0.0
     nesterov: bool = False
     epochs: int = 100
-    batch_size: int = 512
     n_samples: int = 10
-    prediction: PredictionSettings = PredictionSettings(batch_size=1024)
     sample_seed: int = 711
-    device: str = "cpu"
     kl: Callable[[nn.Module], Tensor] = field(init=False, repr=False, compare=False)
-    fits_on_base: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        self.model = settings_node(ModelSettings, self.model)
-        self.prediction = settings_node(PredictionSettings, self.prediction)
-        for key in ("num_classes", "epochs", "batch_size", "n_samples"):
+        super().__post_init__()
+        for key in ("epochs", "n_samples"):
             require_count(key, getattr(self, key))
         require_count("sample_seed", self.sample_seed, minimum=0)
         for key in ("prior_variance", "lr"):

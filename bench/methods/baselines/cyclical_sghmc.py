@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -56,6 +56,7 @@ from bench.methods.baselines.scratch_training import (
     MINIBATCH_STREAM,
     NOISE_STREAM,
     EpochLog,
+    ScratchClassifier,
     logged_batch_loss,
     require_count,
     require_real,
@@ -64,7 +65,6 @@ from bench.methods.baselines.scratch_training import (
     stream_seed,
     training_tensors,
 )
-from bench.methods.settings import ModelSettings, PredictionSettings, settings_node
 from bench.predictive.categorical import Categorical
 from bench.training.loop import LoopState, TrainingConfig, fit_parameters
 
@@ -165,33 +165,25 @@ class CyclicalSGHMCSampler(torch.optim.Optimizer):
 
 
 @dataclass
-class CyclicalSGHMC:
+class CyclicalSGHMC(ScratchClassifier):
     """Samples of cyclical SGHMC, trained from scratch; softmax mean predictive."""
 
     name: str = "CSGHMC"
-    model: ModelSettings = ModelSettings()
-    num_classes: int = 10
     cycles: int = 4
     epochs_per_cycle: int = 50
     sampling_epochs: int = 3
     lr: float = 0.1
     friction: float = 0.9
     weight_decay: float = 5e-4
-    batch_size: int = 512
-    prediction: PredictionSettings = PredictionSettings(batch_size=1024)
     # "steps": a smooth cosine over the cycle's real steps; "code": the authors' counter,
     # which assumes 128-row batches (code_step_size).
     step_counter: str = "steps"
-    device: str = "cpu"
     step_size_schedule: Callable[..., Callable[[int], float] | None] = field(
         init=False, repr=False, compare=False)
-    fits_on_base: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        self.model = settings_node(ModelSettings, self.model)
-        self.prediction = settings_node(PredictionSettings, self.prediction)
-        for key in ("num_classes", "cycles", "epochs_per_cycle", "sampling_epochs",
-                    "batch_size"):
+        super().__post_init__()
+        for key in ("cycles", "epochs_per_cycle", "sampling_epochs"):
             require_count(key, getattr(self, key))
         if self.sampling_epochs > self.epochs_per_cycle:
             raise ConfigError(f"method.sampling_epochs={self.sampling_epochs!r} is not valid; "

@@ -1,6 +1,7 @@
 """What the classification baselines that train their own networks from scratch share (BBB,
-CSGHMC): config checks naming ``method.<key>``, the streams derived from the fit seed, and
-the per-epoch history of a run (the network: :class:`bench.methods.settings.ModelSettings`).
+CSGHMC): their common fields and checks (:class:`ScratchClassifier`), config checks naming
+``method.<key>``, the streams derived from the fit seed, and the per-epoch history of a run
+(the network: :class:`bench.methods.settings.ModelSettings`).
 
 Every random draw of a fit comes from the fit ``seed``: the network's initial weights from
 :data:`bench.methods.settings.NETWORK_STREAM`, torch's global RNG (dropout, bayesian-torch's
@@ -13,14 +14,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from bench.harness.errors import ConfigError
 from bench.harness.rng import derived_seed, global_rng_state, set_global_rng_state
+from bench.methods.settings import ModelSettings, PredictionSettings, settings_node
 from bench.training.loop import LoopState
 
 GLOBAL_STREAM = (1,)
@@ -40,6 +42,28 @@ def require_count(key: str, value: Any, minimum: int = 1) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(f"method.{key}={value!r} is not valid; it must be an integer >= "
                           f"{minimum}")
+
+
+@dataclass
+class ScratchClassifier:
+    """The fields a classifier that builds and trains its own network shares: its row
+    ``name``, the network (``model``) for ``num_classes`` classes, trained in minibatches of
+    ``batch_size`` on ``device``, predicting in chunks (``prediction``); checked once here
+    (subclasses call ``super().__post_init__()``)."""
+
+    name: str = "classifier"
+    model: ModelSettings = ModelSettings()
+    num_classes: int = 10
+    batch_size: int = 512
+    prediction: PredictionSettings = PredictionSettings(batch_size=1024)
+    device: str = "cpu"
+    fits_on_base: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        self.model = settings_node(ModelSettings, self.model)
+        self.prediction = settings_node(PredictionSettings, self.prediction)
+        for key in ("num_classes", "batch_size"):
+            require_count(key, getattr(self, key))
 
 
 def require_real(key: str, value: Any, *, at_least: float | None = None,
