@@ -86,7 +86,10 @@ def step_with_split(problem: dict, state: NaturalGradientState, algorithm: str,
     update), with the part of the mean's step that the draws add: ``gamma Lambda_{t+1}^-1``
     times the gradient's change from ``f(mu)`` to ``f-hat`` (zero for OGGN; exact for a
     Gaussian likelihood, whose ``H`` does not see the draws). Returns the new state, that
-    noise step and the draws' mean offset ``theta_s - mu``."""
+    noise step and the draws' offset as the update sees it: the least-norm ``e`` with
+    ``J e`` equal to the draws' mean ``f-hat - f(mu)`` (the part of ``theta_s - mu`` outside
+    ``J``'s row space does not enter the update; the linear model's bound holds for ``e`` as
+    for ``theta_s - mu``, since ``H e = H (theta_s - mu)``)."""
     network, x, y, likelihood = (problem[key] for key in ("network", "x", "y", "likelihood"))
     f_hat, jacobians = pseudo_data_rule(algorithm)(network, state, x, samples, generator)
     gradient, rows = pseudo_data_statistics(f_hat, jacobians, y, likelihood)
@@ -105,9 +108,9 @@ def run_from(problem: dict, start: NaturalGradientState, algorithm: str, step_si
     """``iterations`` updates from ``start``; at each checkpoint the training NLL, the mean's
     distance from ``start``'s (in its precision norm) and ``log det Lambda``'s change; for the
     first :data:`SPLIT_STEPS` updates the noise step's size and its amplification: the noise
-    step over ``gamma`` times the draws' offset (both in ``start``'s norm), at most 1 in the
-    linear-Gaussian model once ``Lambda = delta I + H``, up to ``1 / gamma`` where ``H`` at the
-    mean outgrows the precision."""
+    step over ``gamma`` times the draws' offset as the update sees it (both in ``start``'s
+    norm), at most about 1 in the linear-Gaussian model once ``Lambda = delta I + H``, above 1
+    where ``H`` at the mean outgrows the precision."""
     network, x, y, likelihood = (problem[key] for key in ("network", "x", "y", "likelihood"))
     generator = make_generator(derived_seed([SEED, FIT_STREAM, samples]))
     state, checkpoints, split = start, [], []
@@ -179,9 +182,9 @@ def render(argv: list[str], cfg: dict, info: dict, result: dict) -> str:
         "", "## The draws' part of each mean step, first updates", "",
         "noise: the part of the mean's step that the draws add (gamma Lambda_{t+1}^-1 times "
         "the gradient's change from f(mu) to f-hat), in OGGN's precision norm; amp.: that "
-        "over gamma times the draws' mean offset theta_s - mu (same norm): at most about 1 in "
-        "the linear-Gaussian model, up to 1 / gamma where H at the current mean outgrows the "
-        "precision, so the mean takes the whole offset of the draw.", "",
+        "over gamma times the draws' offset as the update sees it (the least-norm e with J e = "
+        "the draws' mean f-hat - f(mu); same norm): at most about 1 in the linear-Gaussian "
+        "model, above 1 where H at the current mean outgrows the precision.", "",
         "| run | " + " | ".join(f"it. {row['iteration']}" for row in sampled[0]["split"])
         + " |", "|:--|" + "--:|" * len(sampled[0]["split"]),
     ]
