@@ -20,10 +20,8 @@ from bench.reporting.intervals import Range, cell_ranges, clip_interval, range_t
 from bench.reporting.spec import UNREADABLE_RECORDS, Anchor, ArtifactSpec
 from bench.reporting.targets import PaperValue, paper_values
 from bench.reporting.verdicts import (
-    AGREES,
-    CLOSE,
-    DIFFERS,
     FAILED,
+    JUDGED,
     MISSING,
     NEEDS_DATA,
     NOT_COMPARABLE,
@@ -107,7 +105,7 @@ def _comparable(spec: ArtifactSpec, protocol: str, key: tuple[str, str], verdict
     on a fit that failed (the records' health of its row), on records without health where
     the spec says its task records it (``records_health``), or is declared not comparable
     for these records (the spec's reason)."""
-    if verdict.verdict not in (AGREES, CLOSE, DIFFERS):
+    if verdict.verdict not in JUDGED:
         return verdict
     reason = _joined(fit_failed_reason(ok_records, (key[0],)),
                      health_missing_reason(ok_records, (key[0],)) if spec.records_health else "",

@@ -31,6 +31,7 @@ from bench.reporting.verdicts import (
     AGREES,
     CAUSE_REQUIRED,
     DIFFERS,
+    INCONCLUSIVE,
     NEEDS_DATA,
     NOT_COMPARABLE,
     UNCONFIRMED,
@@ -40,8 +41,8 @@ CAUSE_CHARS = 400
 STUDIES_HEADING = "Sensitivity studies and the corrected protocol"
 STUDY_SUFFIX = " (studies)"
 # Verdicts a paper paragraph counts (judged or waiting; "no paper value" is not a number).
-JUDGED_OR_GAP = ("agrees", "close", "differs", "not comparable", "missing", "failed",
-                 "needs data")
+JUDGED_OR_GAP = ("agrees", "close", "differs", "inconclusive", "not comparable", "missing",
+                 "failed", "needs data")
 FINDINGS_NAME = "FINDINGS.md"
 BEFORE_CAUSES_HEADING = "Rendered before causes were required"
 NO_CAUSE = " No cause given."
@@ -95,7 +96,7 @@ def group_line(cells: list[dict[str, Any]]) -> str:
     """Cells sharing a protocol, verdict and cause, in one line: each with ours vs paper
     (names only for gaps)."""
     first = cells[0]
-    if first["verdict"] in (*CAUSE_REQUIRED, NOT_COMPARABLE):
+    if first["verdict"] in (*CAUSE_REQUIRED, INCONCLUSIVE, NOT_COMPARABLE):
         listed = "; ".join(f"{c['row']} {c['column']} {_ours(c['ours'])} vs {c['paper']}"
                            for c in cells)
     else:
@@ -286,6 +287,10 @@ def paper_paragraphs(summaries: dict[str, dict[str, Any]],
         text += (f"What holds: {cells.get(AGREES, 0)} number(s) and {claims.get(AGREES, 0)} "
                  f"claim(s) agree. What differs: {differs} number(s){caused} and "
                  f"{claims.get(DIFFERS, 0)} claim(s), listed below. ")
+        if cells.get(INCONCLUSIVE) or claims.get(INCONCLUSIVE):
+            text += (f"Inconclusive (the paper value inside a 95% CI too wide to decide): "
+                     f"{cells.get(INCONCLUSIVE, 0)} number(s), {claims.get(INCONCLUSIVE, 0)} "
+                     "claim(s). ")
         text += (f"Cannot run here: {cells.get(NEEDS_DATA, 0)} number(s) and "
                  f"{claims.get(NEEDS_DATA, 0)} claim(s) need data"
                  f"{' (' + ', '.join(waiting) + ' without records)' if waiting else ''}. ")

@@ -18,10 +18,17 @@ from dataclasses import dataclass
 import pandas as pd
 
 from bench.reporting.formatting import GAP, format_compact
-from bench.reporting.verdicts import AGREES, CLOSE, DIFFERS, NO_PAPER_VALUE, NOT_COMPARABLE
+from bench.reporting.verdicts import (
+    AGREES,
+    CLOSE,
+    DIFFERS,
+    INCONCLUSIVE,
+    NO_PAPER_VALUE,
+    NOT_COMPARABLE,
+)
 
 SWEEP_PART = re.compile(r"^(?P<key>[A-Za-z_][\w^]*)=(?P<value>[^=]+)$")
-MARKS = {AGREES: "✓", CLOSE: "≈", DIFFERS: "✗", NOT_COMPARABLE: "⊘"}
+MARKS = {AGREES: "✓", CLOSE: "≈", DIFFERS: "✗", INCONCLUSIVE: "?", NOT_COMPARABLE: "⊘"}
 LEGEND = ", ".join(f"{mark} {verdict}" for verdict, mark in MARKS.items())
 
 

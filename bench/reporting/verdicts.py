@@ -9,21 +9,26 @@ The rules every report follows (one place, documented in the README):
 - **a ratio refuses a denominator under a stated floor** (:func:`ratio_above_floor`): the
   claim is "not measurable" and says by how much;
 - **a tolerance below the statistic's own standard error defers to the CI**
-  (:class:`Tolerance`): the cell agrees when the paper value lies in our 95% CI and is
-  judged on the standard error, not on a tolerance the noise cannot resolve;
+  (:class:`Tolerance`): a cell whose difference exceeds the tolerance is judged on our 95% CI
+  and standard error, not on a tolerance the noise cannot resolve;
+- **a CI too wide to decide is inconclusive** (:class:`Tolerance`): the paper value inside
+  our CI agrees only when the CI stays inside the close band (``close`` times the
+  tolerance around the paper value); a CI that reaches past it (two seeds give a Student-t
+  factor of 12.7) cannot tell agreement from a difference, and the cell is
+  ``inconclusive``, with its CI as the cause;
 - **a claim's statistic is the claim's own quantity** (:class:`Sign`): a rise is the end
   minus the start, judged by whether its 95% CI over seeds excludes zero;
 - **seconds measured on other hardware than the paper's are not comparable**, nor ratios of
   them (:func:`bench.reporting.compare.hardware_reason`), in every report.
 
-Every rule returns one of ``agrees``, ``close`` or ``differs`` for a cell that has an ok
-value. The other verdicts are decided before any rule runs: ``not comparable`` (both numbers
-exist, but they measure different things: a stand-in for the paper's method, seconds on other
-hardware; the spec says why, :attr:`~bench.reporting.spec.ArtifactSpec.not_comparable`),
-which is never counted as agreeing or differing, and the gaps ``no paper value`` (we have a
-number, the paper has none), ``missing`` (no ok record for the cell), ``failed`` (every
-record meant to produce the cell failed) and ``needs data`` (the cell's data files are not
-on this machine).
+Every rule returns one of ``agrees``, ``close``, ``differs`` or ``inconclusive`` for a cell
+that has an ok value. The other verdicts are decided before any rule runs:
+``not comparable`` (both numbers exist, but they measure different things: a stand-in for
+the paper's method, seconds on other hardware; the spec says why,
+:attr:`~bench.reporting.spec.ArtifactSpec.not_comparable`), which is never counted as
+agreeing or differing, and the gaps ``no paper value`` (we have a number, the paper has
+none), ``missing`` (no ok record for the cell), ``failed`` (every record meant to produce
+the cell failed) and ``needs data`` (the cell's data files are not on this machine).
 """
 
 from __future__ import annotations
@@ -41,11 +46,15 @@ NO_PAPER_VALUE = "no paper value"
 MISSING = "missing"
 FAILED = "failed"
 NEEDS_DATA = "needs data"
-VERDICTS = (AGREES, CLOSE, DIFFERS, NOT_COMPARABLE, NO_PAPER_VALUE, MISSING, FAILED, NEEDS_DATA)
+INCONCLUSIVE = "inconclusive"
+VERDICTS = (AGREES, CLOSE, DIFFERS, INCONCLUSIVE, NOT_COMPARABLE, NO_PAPER_VALUE, MISSING,
+            FAILED, NEEDS_DATA)
+# Verdicts a rule gives a finite value (the ones a failed fit or a declared mismatch replaces).
+JUDGED = (AGREES, CLOSE, DIFFERS, INCONCLUSIVE)
 # Verdicts that need a cause naming their evidence, under the paper's protocol.
 CAUSE_REQUIRED = (DIFFERS, CLOSE)
 # Verdicts that leave a paper number unconfirmed, in the order FINDINGS.md lists them.
-UNCONFIRMED = (DIFFERS, FAILED, MISSING, NEEDS_DATA, CLOSE, NOT_COMPARABLE)
+UNCONFIRMED = (DIFFERS, FAILED, MISSING, NEEDS_DATA, CLOSE, INCONCLUSIVE, NOT_COMPARABLE)
 
 
 class NotMeasurable(ArithmeticError):
@@ -88,6 +97,11 @@ class VerdictRule:
         """Text of the rule's own reference when it needs no paper value (e.g. a range)."""
         return None
 
+    def inconclusive_cause(self, paper: PaperValue, ci: tuple[float, float]) -> str:
+        """Why a cell this rule called ``inconclusive`` could not be decided (rules that
+        never return it need not say)."""
+        return ""
+
     def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float],
                  stderr: float = math.nan) -> str:
         """``agrees``, ``close`` or ``differs`` for a finite ``ours`` (``no paper value``
@@ -128,13 +142,16 @@ class PrintedDigits(VerdictRule):
 
 @dataclass(frozen=True)
 class Tolerance(VerdictRule):
-    """Agrees if ``|ours - paper| <= abs + rel*|paper|`` or the paper value is inside our CI.
+    """Agrees if ``|ours - paper| <= abs + rel*|paper|``, or if the paper value is inside our
+    CI and the CI lies inside the close band; inconclusive if the paper value is inside a CI
+    that reaches past the close band.
 
-    Close if the difference is within ``close`` times that tolerance. ``use_ci=False`` judges
-    the difference alone: for cells whose CI comes from very few seeds (two seeds give a
-    Student-t factor of 12.7), where "inside our CI" would call almost anything agreement.
-    A tolerance below our standard error over seeds defers to the CI (whatever ``use_ci``
-    says): the tolerance becomes the standard error and the paper value inside our CI agrees.
+    The close band is ``close`` times the tolerance around the paper value: a difference
+    inside it is close, beyond it differs. ``use_ci=False`` judges the difference alone. A
+    tolerance below our standard error over seeds defers to the CI whatever ``use_ci`` says:
+    the noise cannot resolve it, so a paper value inside our CI is judged as above
+    (agrees or inconclusive), and one outside on the standard error (close within ``close``
+    standard errors, else differs).
     """
 
     abs: float = 0.0
@@ -142,27 +159,44 @@ class Tolerance(VerdictRule):
     close: float = 3.0
     use_ci: bool = True
 
+    def tolerance(self, paper: PaperValue) -> float:
+        """The stated tolerance around ``paper``: ``abs + rel*|paper|``."""
+        return self.abs + self.rel * math.fabs(paper.value)
+
     def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float],
                  stderr: float = math.nan) -> str:
         if paper is None:
             return NO_PAPER_VALUE
-        tolerance = self.abs + self.rel * math.fabs(paper.value)
-        below_noise = math.isfinite(stderr) and tolerance < stderr
-        tolerance = stderr if below_noise else tolerance
+        tolerance = self.tolerance(paper)
         difference = math.fabs(ours - paper.value)
-        low, high = ci
-        inside_ci = ((self.use_ci or below_noise) and math.isfinite(low) and math.isfinite(high)
-                     and low <= paper.value <= high)
-        if difference <= tolerance or inside_ci:
+        if difference <= tolerance:
             return AGREES
-        return CLOSE if difference <= self.close * tolerance else DIFFERS
+        below_noise = math.isfinite(stderr) and tolerance < stderr
+        low, high = ci
+        if ((self.use_ci or below_noise) and math.isfinite(low) and math.isfinite(high)
+                and low <= paper.value <= high):
+            band = self.close * tolerance
+            inside_band = paper.value - band <= low and high <= paper.value + band
+            return AGREES if inside_band else INCONCLUSIVE
+        scale = stderr if below_noise else tolerance
+        return CLOSE if difference <= self.close * scale else DIFFERS
+
+    def inconclusive_cause(self, paper: PaperValue, ci: tuple[float, float]) -> str:
+        band = self.close * self.tolerance(paper)
+        return (f"our 95% CI [{ci[0]:.4g}, {ci[1]:.4g}] holds the paper value and reaches "
+                f"past the close band (paper ± {band:.3g}): the seeds cannot tell agreement "
+                "from a difference")
 
     def describe(self) -> str:
-        ci = " or the paper value lies in our 95% CI" if self.use_ci else " (our CI not used)"
+        ci = (" or the paper value lies in our 95% CI and the CI inside the close band"
+              if self.use_ci else " (our CI not used unless the tolerance is below our "
+              "standard error)")
         return (
             f"agrees when |ours - paper| <= {self.abs:g} + {self.rel:g}*|paper|{ci}; "
-            f"close within {self.close:g} times that tolerance; a tolerance below our "
-            "standard error over seeds is replaced by it, and the paper value in our CI agrees"
+            f"close within {self.close:g} times that tolerance (the close band); "
+            "inconclusive when the paper value lies in a 95% CI that reaches past the close "
+            "band; a tolerance below our standard error over seeds defers to the CI, and a "
+            "paper value outside it is judged on the standard error"
         )
 
 
@@ -303,4 +337,6 @@ def judge(
     if paper is None and rule.reference() is None:
         return Verdict(NO_PAPER_VALUE, cause)
     verdict = rule.classify(ours, paper, ci, stderr)
+    if verdict == INCONCLUSIVE:
+        return Verdict(verdict, rule.inconclusive_cause(paper, ci))
     return Verdict(verdict, "" if verdict == AGREES else cause)

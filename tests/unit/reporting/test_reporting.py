@@ -222,7 +222,8 @@ def test_tolerance_rule() -> None:
     assert judge(rule, paper, 1.02, no_ci, cause="why").verdict == "close"
     assert judge(rule, paper, 1.02, no_ci, cause="why").cause == "why"
     assert judge(rule, paper, 1.1, no_ci).verdict == "differs"
-    assert judge(rule, paper, 1.1, (0.9, 1.3)).verdict == "agrees"
+    assert judge(rule, paper, 1.1, (0.9, 1.3)).verdict == "inconclusive"  # CI too wide
+    assert judge(rule, paper, 1.02, (0.98, 1.025)).verdict == "agrees"  # CI in the band
     assert judge(Tolerance(rel=0.1), paper, 1.09, no_ci).verdict == "agrees"
     difference_only = Tolerance(abs=0.01, use_ci=False)
     assert judge(difference_only, paper, 1.1, (0.9, 1.3)).verdict == "differs"

@@ -12,7 +12,7 @@ import pytest
 
 from bench.metrics.fit_health import assess, constant_prediction_check
 from bench.reporting.compare import anchor_table, comparison_table
-from bench.reporting.findings import findings_markdown
+from bench.reporting.findings import findings_markdown, group_line
 from bench.reporting.spec import Anchor
 from bench.reporting.specs import SPECS
 from bench.reporting.summary import rendered_summary
@@ -21,6 +21,8 @@ from bench.reporting.verdicts import (
     AGREES,
     CLOSE,
     DIFFERS,
+    INCONCLUSIVE,
+    JUDGED,
     Count,
     Estimate,
     NotMeasurable,
@@ -89,13 +91,40 @@ def test_a_degenerate_ratio_anchor_is_not_measurable_never_agrees():
 def test_a_tolerance_below_the_standard_error_defers_to_the_ci():
     rule = Tolerance(abs=0.0001, use_ci=False)
     # Paper inside our CI, the difference 2e-4 over the tolerance: with a standard error of
-    # 5e-4 the CI decides; without one, the tolerance does.
-    assert rule.classify(-0.0261, PAPER, (-0.0271, -0.0251), 0.0005) == AGREES
+    # 5e-4 the CI decides, and a CI of +-2 standard errors cannot resolve a 1e-4 tolerance;
+    # without a standard error the tolerance decides.
+    assert rule.classify(-0.0261, PAPER, (-0.0271, -0.0251), 0.0005) == INCONCLUSIVE
     assert rule.classify(-0.0261, PAPER, (-0.0271, -0.0251)) == CLOSE
+    # Within the stated tolerance the point agrees, however wide the CI.
+    assert rule.classify(-0.0260, PAPER, (-0.0270, -0.0250), 0.0005) == AGREES
+    # Outside the CI the difference is judged on the standard error, not the tolerance.
+    assert rule.classify(-0.0270, PAPER, (-0.0280, -0.0260), 0.0005) == CLOSE
+    assert rule.classify(-0.0261, PAPER, (-0.0263, -0.0259), 0.00005) == CLOSE
     # A tolerance above the standard error is kept: use_ci=False ignores the CI.
     wide = Tolerance(abs=0.00015, use_ci=False)
     assert wide.classify(-0.0261, PAPER, (-0.0271, -0.0251), 0.0001) == CLOSE
-    assert judge(rule, PAPER, -0.0261, (-0.0271, -0.0251), "cause", 0.0005).verdict == AGREES
+    assert judge(rule, PAPER, -0.0260, (-0.0270, -0.0250), "cause", 0.0005).verdict == AGREES
+
+
+def test_a_ci_too_wide_to_decide_is_inconclusive_never_agrees():
+    # Table 3's LA conf_fmnist on two seeds: 2-point tolerance, standard error 5.9, the
+    # Student-t CI over two seeds [38.5, 82.9] holds the paper's 58.8 and almost everything else.
+    paper = PaperValue("table-3", "LA", "conf_fmnist", "58.8")
+    rule = Tolerance(abs=2.0, close=3.0)
+    assert rule.classify(66.3, paper, (38.5, 82.9), 5.9) == INCONCLUSIVE
+    assert rule.classify(66.3, paper, (38.5, 82.9)) == INCONCLUSIVE  # use_ci on its own too
+    verdict = judge(rule, paper, 66.3, (38.5, 82.9), "a spec cause", 5.9)
+    assert verdict.verdict == INCONCLUSIVE
+    assert verdict.cause.startswith("our 95% CI [38.5, 82.9] holds the paper value")
+    # Within the stated tolerance the point agrees; a CI inside the close band agrees.
+    assert rule.classify(60.0, paper, (38.5, 82.9), 5.9) == AGREES
+    assert rule.classify(61.5, paper, (57.0, 64.6), 1.5) == AGREES
+    # A collapsed fit still overrides it: inconclusive is a judged verdict.
+    assert INCONCLUSIVE in JUDGED
+    # FINDINGS lists it with both numbers, as it lists a difference.
+    cell = {"verdict": INCONCLUSIVE, "protocol": "paper", "row": "LA", "column": "conf_fmnist",
+            "ours": 66.3, "paper": "58.8", "unit": "%", "link": "t.md", "cause": verdict.cause}
+    assert "LA conf_fmnist 66.3 vs 58.8" in group_line([cell])
 
 
 def test_a_rise_is_judged_by_its_ci_not_its_end_point():
