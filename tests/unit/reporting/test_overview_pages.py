@@ -89,8 +89,9 @@ def test_backfilled_summary_counts_the_committed_csv(committed):
     assert summary["backfilled_from"]["uncommitted_changes"] is False
     assert summary["protocols"] == ["paper", "corrected"]
     assert summary["counts"]["paper"] == {"agrees": 1, "close": 0, "differs": 1,
-                                          "inconclusive": 0, "not comparable": 0, "no paper value": 0,
-                                          "missing": 1, "failed": 0, "needs data": 0}
+                                          "inconclusive": 0, "not comparable": 0,
+                                          "no paper value": 0, "missing": 1, "failed": 0,
+                                          "needs data": 0}
     assert summary["counts"]["corrected"]["close"] == 1
     assert summary["counts"]["corrected"]["no paper value"] == 1
     assert [a["label"] for a in summary["anchors"]] == ["a | b claim", "second claim"]
