@@ -17,7 +17,8 @@ The rules every report follows (one place, documented in the README):
   factor of 12.7) cannot tell agreement from a difference, and the cell is
   ``inconclusive``, with its CI as the cause;
 - **a claim's statistic is the claim's own quantity** (:class:`Sign`): a rise is the end
-  minus the start, judged by whether its 95% CI over seeds excludes zero;
+  minus the start, judged by whether its 95% CI over seeds excludes zero (inconclusive when
+  it holds zero);
 - **seconds measured on other hardware than the paper's are not comparable**, nor ratios of
   them (:func:`bench.reporting.compare.hardware_reason`), in every report.
 
@@ -293,9 +294,9 @@ class Count(VerdictRule):
 class Sign(VerdictRule):
     """For a claimed rise or fall (a difference of the claim's own quantity, e.g. the end
     minus the start): agrees when the 95% CI over seeds lies beyond zero on the claimed side,
-    differs when it lies beyond zero on the other side, and is close when it holds zero (the
-    records cannot tell the sign). Without a CI (one seed) only the sign is read: close at
-    best."""
+    differs when it lies beyond zero on the other side, and is inconclusive when it holds
+    zero (the records cannot tell the sign). Without a CI (one seed) only the sign is read:
+    close at best."""
 
     positive: bool = True
 
@@ -309,13 +310,17 @@ class Sign(VerdictRule):
         if math.isfinite(low) and math.isfinite(high):
             if low > 0:
                 return AGREES
-            return DIFFERS if high < 0 else CLOSE
+            return DIFFERS if high < 0 else INCONCLUSIVE
         return CLOSE if sign * ours > 0 else DIFFERS
+
+    def inconclusive_cause(self, paper: PaperValue, ci: tuple[float, float]) -> str:
+        return (f"our 95% CI of the change [{ci[0]:.3g}, {ci[1]:.3g}] holds zero: the seeds "
+                "cannot tell its sign")
 
     def describe(self) -> str:
         side = "above" if self.positive else "below"
         return (f"a change agrees when its 95% CI over seeds lies {side} zero, differs when it "
-                "lies on the other side, and is close when it holds zero")
+                "lies on the other side, and is inconclusive when it holds zero")
 
 
 def judge(

@@ -27,7 +27,7 @@ from bench.reporting.claims import (
     summarise_cells,
 )
 from bench.reporting.figures.structures_plots import temperature_curve
-from bench.reporting.verdicts import AGREES, ratio_above_floor
+from bench.reporting.verdicts import AGREES, NotMeasurable, ratio_above_floor
 from bench.tasks.tempered_classification import NORM_COLUMNS
 
 # The paper's order of uncertainty on the toy, smallest first (Figure 2's caption).
@@ -302,6 +302,9 @@ def levelling_cause(row: str, data_set: str, metric: str, from_t: float,
             except LookupError:
                 if not (PAPER_LIKE in other and row in SCALED_BY_LIBRARY):
                     absent.append(other)
+                continue
+            except NotMeasurable as err:
+                parts.append(f"{what}: not measurable ({err})")
                 continue
             levels = _levels_from(means, other, data_set, metric, rule.agree)
             parts.append(f"{what} leaves {value:.2f} (total change "

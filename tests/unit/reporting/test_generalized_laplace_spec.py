@@ -195,6 +195,24 @@ def test_kfac_levelling_cause_says_what_the_paper_like_rows_measure():
     assert "is 0.943 F (norm cells, paper-like / exact)" in diag["cause"]
 
 
+def test_a_sensitivity_row_too_flat_to_measure_keeps_the_levelling_cause():
+    # The cpu records of 12-07: the paper-like K-FAC's entropy moves 0.002 nats over the
+    # grid, below the ratio's floor; the exact row's cause must still be given.
+    records = figure_3_records()
+    for record in records:
+        if record["config"]["variant"] == "KFAC (paper-like)":
+            for cell in record["cells"]:
+                if cell["column"].startswith("mnist/entropy@T="):
+                    cell["value"] = 0.160 + 0.0005 * (cell["column"] == "mnist/entropy@T=0.01")
+    line = anchors(FIGURE_3, records).loc[
+        "KFAC: share of the entropy change over the grid left above T = 0.1"]
+    assert line["verdict"] == DIFFERS
+    assert "KFAC leaves 0.66 of its change above T = 0.1" in line["cause"]
+    assert ("the library's accumulation (paper-like row, same networks, curvature and draws): "
+            "not measurable (KFAC (paper-like)'s total entropy change over the grid 0.0005 "
+            "below 0.01)") in line["cause"]
+
+
 @pytest.mark.second_tier
 def test_a_fall_inside_the_intervals_is_reported_as_seed_spread():
     records = figure_3_records()

@@ -130,12 +130,15 @@ def test_a_ci_too_wide_to_decide_is_inconclusive_never_agrees():
 def test_a_rise_is_judged_by_its_ci_not_its_end_point():
     rule = Sign(positive=True)
     assert rule.classify(0.004, None, (0.001, 0.007)) == AGREES
-    assert rule.classify(0.004, None, (-0.002, 0.010)) == CLOSE  # inside seed noise
+    assert rule.classify(0.004, None, (-0.002, 0.010)) == INCONCLUSIVE  # inside seed noise
     assert rule.classify(-0.004, None, (-0.007, -0.001)) == DIFFERS
     assert rule.classify(0.004, None, (math.nan, math.nan)) == CLOSE  # one seed
     spec = dataclasses.replace(TABLE_7, anchors=(
         Anchor("rise", "rises", lambda records: Estimate(0.004, -0.002, 0.010), rule),))
-    assert anchor_table(spec, [record({})]).iloc[0]["verdict"] == CLOSE
+    line = anchor_table(spec, [record({})]).iloc[0]
+    assert line["verdict"] == INCONCLUSIVE
+    assert line["cause"] == ("our 95% CI of the change [-0.002, 0.01] holds zero: the seeds "
+                             "cannot tell its sign")
 
 
 def test_a_collapsed_fit_makes_its_cells_and_claims_not_comparable():
