@@ -12,6 +12,7 @@ apply through :meth:`TrainingSet.augmenter`.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from torch import Tensor
@@ -47,6 +48,14 @@ class TrainingSet:
         if self.augmentation != "none":
             values["augmentation"] = self.augmentation
         return values
+
+    def content_sha256(self) -> str:
+        """SHA-256 of the training inputs' and targets' float64 bytes (the data's content,
+        which its name does not fix: the two-moons noise side runs share the name)."""
+        digest = hashlib.sha256()
+        for tensor in (self.train_inputs, self.train_labels):
+            digest.update(tensor.detach().to("cpu").double().contiguous().numpy().tobytes())
+        return digest.hexdigest()
 
     def augmenter(self) -> Augment | None:
         """``augment(batch, generator)`` for training minibatches, or None (no augmentation)."""

@@ -28,8 +28,10 @@ again and replaced by the new folder once training finishes.
 from __future__ import annotations
 
 import logging
+import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,7 @@ from bench.harness.overrides import default_results_dir
 from bench.harness.stored_files import (
     CHECKPOINT_NAME,
     HISTORY_NAME,
+    exclusive_lock,
     load_checkpoint,
     load_stored_tensors,
     publish_stored,
@@ -90,6 +93,21 @@ class Checkpoints:
     def save(self, values: dict) -> None:
         """Replace the checkpoint by ``values`` (tensors and plain values) atomically."""
         save_atomically(self.path, lambda f: torch.save(values, f))
+
+
+@contextmanager
+def resumable(kind: str, dataset: str, recipe: dict, seed: int,
+              results_dir: Path | str) -> Iterator[Checkpoints]:
+    """Checkpoints for a computation whose progress, not its result, is kept: the folder
+    ``<state_dir>.partial/`` (:func:`state_dir`), held under its exclusive lock while the body
+    runs and deleted when the body finishes, so an interrupted run continues from its last
+    checkpoint and a finished one leaves nothing behind but the lock file."""
+    final = state_dir(results_dir, kind, dataset, recipe, seed)
+    partial = final.with_name(f"{final.name}.partial")
+    with exclusive_lock(final.with_name(f"{final.name}.lock")):
+        partial.mkdir(parents=True, exist_ok=True)
+        yield Checkpoints(partial)
+        shutil.rmtree(partial, ignore_errors=True)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,11 @@ class ElboPlateauRule:
         return self.every > 0
 
 
+# The per-estimate traces an ElboPlateauMonitor keeps.
+TRACE_FIELDS = ("iterations", "elbo", "standard_error", "improvement",
+                "improvement_standard_error")
+
+
 @dataclass
 class ElboPlateauMonitor:
     """Takes one estimate at a time (:meth:`update`: the per-draw log likelihoods and the KL)
@@ -93,6 +98,19 @@ class ElboPlateauMonitor:
             self.without_improvement = 0
         else:
             self.without_improvement += 1
+
+    def snapshot(self) -> dict:
+        """The monitor's memory (the best estimate's draws, the count without improvement and
+        the trace) as tensors, numbers and lists, for a checkpoint."""
+        return {"best": self.best, "without_improvement": self.without_improvement,
+                **{name: list(getattr(self, name)) for name in TRACE_FIELDS}}
+
+    def restore(self, snapshot: dict) -> None:
+        """Continue from :meth:`snapshot`'s memory (the rule is the monitor's own)."""
+        self.best = snapshot["best"]
+        self.without_improvement = int(snapshot["without_improvement"])
+        for name in TRACE_FIELDS:
+            setattr(self, name, list(snapshot[name]))
 
     def plateaued(self) -> bool:
         """``patience`` estimates in a row without an improvement beyond ``ses`` paired

@@ -57,6 +57,11 @@ class StationarityRule:
         return self.window > 0
 
 
+# What a StationarityMonitor remembers between iterations.
+SNAPSHOT_FIELDS = ("gradients", "means", "gradient_norms", "steps", "window_gradient_trace",
+                   "window_step_trace")
+
+
 @dataclass
 class StationarityMonitor:
     """Feeds on one iteration at a time (:meth:`update`) and says from the last ``window``
@@ -124,6 +129,18 @@ class StationarityMonitor:
             drift = float((self.means[-1] - self.means[0]).norm())
             return drift / (self.rule.window * max(float(self.means[-1].norm()), 1.0))
         return max(self.steps)
+
+    def snapshot(self) -> dict[str, list]:
+        """The monitor's memory as plain lists (tensors and floats), for a checkpoint."""
+        return {name: list(getattr(self, name)) for name in SNAPSHOT_FIELDS}
+
+    def restore(self, snapshot: dict[str, list]) -> None:
+        """Continue from :meth:`snapshot`'s memory (the rule is the monitor's own)."""
+        for name in SNAPSHOT_FIELDS:
+            current = getattr(self, name)
+            values = list(snapshot[name])
+            setattr(self, name, deque(values, maxlen=current.maxlen)
+                    if isinstance(current, deque) else values)
 
     def stationary(self) -> bool:
         """Both window measures within the rule's tolerances."""

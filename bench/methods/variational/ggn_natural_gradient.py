@@ -31,7 +31,8 @@ One iteration costs one ``P x P`` product ``R^T R`` of the stacked pseudo-data r
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -42,7 +43,7 @@ from bench.datasets.training_set import TrainingSet
 from bench.harness.errors import ConfigError, require_positive
 from bench.harness.progress import progress
 from bench.harness.rng import derived_seed, make_generator
-from bench.harness.timing import Stopwatch
+from bench.harness.state_store import Checkpoints, resumable
 from bench.methods.laplace.ggn_laplace import GaussianPosterior, GGNPredictive
 from bench.methods.laplace.ggn_methods import FIT_STREAM, GGNPosteriorMethod
 from bench.methods.variational.ggn_pseudo_data import PSEUDO_DATA_RULES, pseudo_data_rule
@@ -58,6 +59,14 @@ FORGETTING_TOLERANCE = 1e-3
 # derived_seed([seed, stream]) stream of the ELBO rule's draws (1 and 2: ggn_methods; 3: the
 # predictive task's final ELBO).
 ELBO_RULE_STREAM = 4
+# Seconds between checkpoints of a resumable run (the save is exact, so the cadence only
+# bounds the work an interruption loses).
+CHECKPOINT_SECONDS = 60.0
+# Checkpoint folders of natural-gradient fits: <results>/states/<kind>/<data set>/<recipe>/.
+CHECKPOINT_KIND = "natural_gradient_vi"
+# The trace's per-iteration lists a checkpoint keeps (the window and ELBO traces are the
+# monitors').
+PER_ITERATION = ("mean_change", "log_det_precision", "train_nll", "gradient_norm")
 # The stop reasons of a fit that reached a stopping rule (not its iteration cap).
 CONVERGED_REASONS = ("stationary", "elbo_plateau")
 
@@ -166,6 +175,8 @@ class NaturalGradientTrace:
     elbo_standard_error: list[float] = field(default_factory=list)
     elbo_improvement: list[float] = field(default_factory=list)
     elbo_improvement_standard_error: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+    resumed_from_iteration: int = 0
 
     def take_elbo_trace(self, monitor: ElboPlateauMonitor) -> None:
         """The ELBO rule's estimates (:class:`ElboPlateauMonitor`) into the trace."""
@@ -194,12 +205,42 @@ class NaturalGradientSchedule:
             require_positive(f"method.{key}", getattr(self, key))
 
 
+def progress_snapshot(state: NaturalGradientState, next_iteration: int, seconds: float,
+                      trace: NaturalGradientTrace, monitor: StationarityMonitor,
+                      elbo_monitor: ElboPlateauMonitor, generator: torch.Generator) -> dict:
+    """A run's progress before ``next_iteration`` as tensors, numbers and lists (a
+    checkpoint :func:`restore_progress` reads back; the precision's Cholesky factor is
+    computed again from it, as the update computed it, instead of doubling the file)."""
+    return {"next_iteration": next_iteration, "seconds": seconds, "mean": state.mean,
+            "precision": state.precision,
+            "trace": {name: list(getattr(trace, name)) for name in PER_ITERATION},
+            "monitor": monitor.snapshot(), "elbo_monitor": elbo_monitor.snapshot(),
+            "generator": generator.get_state()}
+
+
+def restore_progress(saved: dict, trace: NaturalGradientTrace, monitor: StationarityMonitor,
+                     elbo_monitor: ElboPlateauMonitor, generator: torch.Generator,
+                     ) -> tuple[NaturalGradientState, int, float]:
+    """Load :func:`progress_snapshot`'s checkpoint into the trace, monitors and generator;
+    returns the state, the next iteration and the seconds spent so far."""
+    for name in PER_ITERATION:
+        setattr(trace, name, list(saved["trace"][name]))
+    monitor.restore(saved["monitor"])
+    elbo_monitor.restore(saved["elbo_monitor"])
+    generator.set_state(saved["generator"])
+    precision = saved["precision"]
+    state = NaturalGradientState(saved["mean"], precision, torch.linalg.cholesky(precision))
+    return state, int(saved["next_iteration"]), float(saved["seconds"])
+
+
 def run_natural_gradient_vi(algorithm: str, network: MLPShape, x: Tensor, y: Tensor,
                             likelihood: Likelihood, prior_precision: float,
                             initial_mean: Tensor, *, schedule: NaturalGradientSchedule,
                             generator: torch.Generator,
                             stopping: StationarityRule | None = None,
                             elbo_rule: ElboPlateauRule | None = None, elbo_seed: int = 0,
+                            checkpoints: Checkpoints | None = None,
+                            checkpoint_seconds: float = CHECKPOINT_SECONDS,
                             ) -> tuple[NaturalGradientState, NaturalGradientTrace]:
     """At most ``schedule.iterations`` updates of ``schedule.step_size`` with
     ``schedule.mc_samples`` draws each from ``N(initial_mean, schedule.initial_variance I)``,
@@ -208,7 +249,13 @@ def run_natural_gradient_vi(algorithm: str, network: MLPShape, x: Tensor, y: Ten
     (window averages for VOGGN and LGVA, every iterate of the window for OGGN; stop reason
     ``stationary``) or ``elbo_rule`` finds the ELBO on its plateau (its estimates drawn from
     ``make_generator(elbo_seed)`` each time; ``elbo_plateau``); Monte Carlo draws of the
-    updates from ``generator``. Returns the final state and the monitored trace."""
+    updates from ``generator``. Returns the final state and the monitored trace.
+
+    With ``checkpoints`` the run saves its progress (state, trace, monitors, the generator's
+    state and the seconds so far) at the start of an iteration once ``checkpoint_seconds``
+    have passed since the last save, and a run that finds a checkpoint continues from it: the
+    same updates, draws and trace as without the interruption (``trace.seconds`` counts every
+    run's seconds, ``trace.resumed_from_iteration`` says where this one began)."""
     stopping = stopping or StationarityRule()
     elbo_monitor = ElboPlateauMonitor(elbo_rule or ElboPlateauRule())
     rule = pseudo_data_rule(algorithm)
@@ -218,8 +265,20 @@ def run_natural_gradient_vi(algorithm: str, network: MLPShape, x: Tensor, y: Ten
     trace = NaturalGradientTrace()
     monitor = StationarityMonitor(stopping, averaged=rule.averaged)
     forgotten_after = forgetting_iterations(step_size, FORGETTING_TOLERANCE)
+    saved = checkpoints.load() if checkpoints is not None else None
+    start, seconds_before = 0, 0.0
+    if saved is not None:
+        state, start, seconds_before = restore_progress(saved, trace, monitor, elbo_monitor,
+                                                        generator)
+    started = last_save = time.perf_counter()
     with torch.no_grad():
-        for t in progress(range(schedule.iterations), desc=algorithm, unit="it"):
+        for t in progress(range(start, schedule.iterations), desc=algorithm, unit="it"):
+            if (checkpoints is not None and t > start
+                    and time.perf_counter() - last_save >= checkpoint_seconds):
+                checkpoints.save(progress_snapshot(
+                    state, t, seconds_before + time.perf_counter() - started, trace, monitor,
+                    elbo_monitor, generator))
+                last_save = time.perf_counter()
             f_hat, jacobians = rule(network, state, x, mc_samples, generator)
             gradient, rows = pseudo_data_statistics(f_hat, jacobians, y, likelihood)
             objective_gradient = gradient - prior_precision * state.mean
@@ -246,6 +305,8 @@ def run_natural_gradient_vi(algorithm: str, network: MLPShape, x: Tensor, y: Ten
                     trace.stop_reason = "elbo_plateau"
                     break
     trace.take_elbo_trace(elbo_monitor)
+    trace.seconds = seconds_before + time.perf_counter() - started
+    trace.resumed_from_iteration = start
     trace.window_gradient_standard_error = monitor.gradient_standard_error()
     trace.window_gradient_norm = monitor.window_gradient_trace
     trace.window_step = monitor.window_step_trace
@@ -296,31 +357,51 @@ class NaturalGradientGGN(GGNPosteriorMethod):
             raise ConfigError(f"method.stop_window={self.stop_window} is not valid; it must "
                               f"be at most method.iterations={self.iterations}")
 
+    def recipe(self, data: TrainingSet) -> dict[str, Any]:
+        """What decides the fit besides the seed (its checkpoints' folder): every setting of
+        the method, the network and the training data's identity and SHA-256."""
+        settings = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
+        return {"settings": {key: list(value) if isinstance(value, tuple) else value
+                             for key, value in settings.items()},
+                "data": {**data.identity(), "sha256": data.content_sha256()}}
+
     def fit(self, data: TrainingSet, seed: int, base: Any = None) -> dict[str, Any]:
-        """Run the iterations; diagnostics: why the run stopped (``stop_reason``:
-        ``stationary``, ``elbo_plateau`` or ``max_iterations``), the iterations and seconds per
-        iteration, the final norm of the gradient of the objective at the mean
-        (``final_gradient_norm``:
-        the last iterate's; ``window_gradient_norm`` and ``window_step``: the stopping
-        rule's window measures, None without a rule; ``window_gradient_standard_error``: the
-        Monte Carlo standard error of the window's mean gradient, sampling algorithms), the
-        last relative mean change,
-        ``log det Lambda`` and training NLL, and their values 10% of the run earlier."""
+        """Run the iterations (resumable: with ``data.results_dir`` set, an interrupted fit
+        continues from its last checkpoint, :func:`run_natural_gradient_vi`). Diagnostics:
+        where this run began (``resumed_from_iteration``); why the run stopped
+        (``stop_reason``: ``stationary``, ``elbo_plateau`` or ``max_iterations``); the
+        iterations and seconds per iteration; the final norm of the gradient of the objective
+        at the mean (``final_gradient_norm``: the last iterate's; ``window_gradient_norm`` and
+        ``window_step``: the stopping rule's window measures, None without a rule;
+        ``window_gradient_standard_error``: the Monte Carlo standard error of the window's
+        mean gradient, sampling algorithms); the last relative mean change, ``log det
+        Lambda`` and training NLL, and their values 10% of the run earlier."""
         x, y = data.train_inputs, data.train_labels
         network = self.network(int(x.shape[1]))
-        watch = Stopwatch()
-        state, trace = run_natural_gradient_vi(
-            self.algorithm, network, x, y, self.likelihood_model(), float(self.prior_precision),
-            self.initial_mean(network, seed), schedule=self.schedule,
-            generator=make_generator(derived_seed([seed, FIT_STREAM])), stopping=self.stopping,
-            elbo_rule=self.elbo_rule, elbo_seed=derived_seed([seed, ELBO_RULE_STREAM]))
-        seconds = watch.elapsed()
+
+        def run(checkpoints: Checkpoints | None = None):
+            return run_natural_gradient_vi(
+                self.algorithm, network, x, y, self.likelihood_model(),
+                float(self.prior_precision), self.initial_mean(network, seed),
+                schedule=self.schedule, generator=make_generator(derived_seed([seed, FIT_STREAM])),
+                stopping=self.stopping, elbo_rule=self.elbo_rule,
+                elbo_seed=derived_seed([seed, ELBO_RULE_STREAM]), checkpoints=checkpoints,
+                checkpoint_seconds=CHECKPOINT_SECONDS)
+
+        if data.results_dir is None:
+            state, trace = run()
+        else:
+            with resumable(CHECKPOINT_KIND, data.name, self.recipe(data), seed,
+                           data.results_dir) as checkpoints:
+                state, trace = run(checkpoints)
+        seconds = trace.seconds
         self.trace = trace
         self._finish(GGNPredictive(network, state.posterior, state.mean,
                                    self.likelihood_model()), seed)
         earlier = max(0, int(0.9 * len(trace.train_nll)) - 1)
         return {"iterations": len(trace.train_nll),
                 "seconds_per_iteration": seconds / len(trace.train_nll),
+                "resumed_from_iteration": trace.resumed_from_iteration,
                 "stop_reason": trace.stop_reason,
                 "converged": trace.stop_reason in CONVERGED_REASONS,
                 "stopping_rule": self.stopping.active or self.elbo_rule.active,

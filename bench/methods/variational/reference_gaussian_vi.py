@@ -16,11 +16,8 @@ job that asks for the same one; the record says which (``state_reused``).
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
-
-from torch import Tensor
 
 from bench.datasets.training_set import TrainingSet
 from bench.harness.state_store import Checkpoints, stored_state
@@ -33,15 +30,6 @@ from bench.methods.variational.reference_vi import (
     ReferenceVISettings,
     reference_vi_for,
 )
-
-
-def data_sha256(x: Tensor, y: Tensor) -> str:
-    """SHA-256 of the training inputs' and targets' float64 bytes (the data's content, which
-    the data set's name does not fix: the two-moons noise side runs share it)."""
-    digest = hashlib.sha256()
-    for tensor in (x, y):
-        digest.update(tensor.detach().to("cpu").double().contiguous().numpy().tobytes())
-    return digest.hexdigest()
 
 
 def fits_summary(result: ReferenceVIResult) -> list[dict[str, Any]]:
@@ -69,13 +57,12 @@ class ReferenceGaussianVI(GGNPosteriorMethod):
 
     def recipe(self, data: TrainingSet) -> dict[str, Any]:
         """What decides the stored fit besides the seed."""
-        x, y = data.train_inputs, data.train_labels
-        network = self.network(int(x.shape[1]))
+        network = self.network(int(data.train_inputs.shape[1]))
         return {"settings": asdict(self.settings), "widths": list(network.widths),
                 "activation": network.activation, "likelihood": self.likelihood,
                 "noise_variance": float(self.noise_variance),
                 "prior_precision": float(self.prior_precision),
-                "data": {**data.identity(), "sha256": data_sha256(x, y)}}
+                "data": {**data.identity(), "sha256": data.content_sha256()}}
 
     def fit(self, data: TrainingSet, seed: int, base: Any = None) -> dict[str, Any]:
         """Fit every guide from every start and keep the best (or load the stored fit);

@@ -338,3 +338,57 @@ def test_the_step_size_is_checked_once_per_fit(monkeypatch):
                                 n_predictive_samples=2)
     method.fit(TrainingSet(x, y), seed=0)
     assert calls == ["method.step_size"]
+
+
+class Interrupted(RuntimeError):
+    """Stands for a job killed mid-fit."""
+
+
+@pytest.mark.parametrize("algorithm", ["voggn", "oggn"])
+def test_an_interrupted_fit_resumes_to_the_uninterrupted_result(algorithm, tmp_path,
+                                                                 monkeypatch):
+    """Killed after 17 updates with a checkpoint at every iteration, the fit continues from
+    the checkpoint: the same state, trace, stopping-rule windows and ELBO estimates, bit for
+    bit, as the run that was never interrupted."""
+    from bench.methods.variational import ggn_natural_gradient as module
+
+    x, y = toy_data("gaussian")
+    data = TrainingSet(x, y, results_dir=str(tmp_path))
+    settings = dict(algorithm=algorithm, likelihood="gaussian", prior_precision=DELTA,
+                    noise_variance=NOISE, hidden=(6,), n_predictive_samples=5, step_size=0.5,
+                    iterations=30, stop_window=4, stop_gradient_tolerance=1e-12,
+                    stop_step_tolerance=1e-12, stop_elbo_every=5, stop_elbo_samples=20,
+                    stop_elbo_patience=100)
+    whole = NaturalGradientGGN(**settings)
+    whole_diagnostics = whole.fit(TrainingSet(x, y), seed=2)
+
+    update, calls = module.precision_and_mean_update, []
+
+    def dies_at_the_18th(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 18:
+            raise Interrupted
+        return update(*args, **kwargs)
+
+    monkeypatch.setattr(module, "precision_and_mean_update", dies_at_the_18th)
+    monkeypatch.setattr(module, "CHECKPOINT_SECONDS", 0.0)
+    interrupted = NaturalGradientGGN(**settings)
+    with pytest.raises(Interrupted):
+        interrupted.fit(data, seed=2)
+    assert list(tmp_path.glob("states/natural_gradient_vi/*/*/seed-2.partial/checkpoint.pt"))
+    monkeypatch.setattr(module, "precision_and_mean_update", update)
+    resumed = NaturalGradientGGN(**settings)
+    diagnostics = resumed.fit(data, seed=2)
+    assert diagnostics["resumed_from_iteration"] == 17
+    assert whole_diagnostics["resumed_from_iteration"] == 0
+    for key in ("iterations", "stop_reason", "final_gradient_norm", "window_gradient_norm",
+                "final_train_nll", "final_log_det_precision"):
+        assert diagnostics[key] == whole_diagnostics[key], key
+    for name in ("mean_change", "log_det_precision", "train_nll", "gradient_norm",
+                 "window_gradient_norm", "window_step", "elbo_iteration", "elbo",
+                 "elbo_improvement"):
+        torch.testing.assert_close(torch.tensor(getattr(resumed.trace, name)),
+                                   torch.tensor(getattr(whole.trace, name)), rtol=0, atol=0,
+                                   equal_nan=True, msg=name)
+    torch.testing.assert_close(resumed.draws, whole.draws, rtol=0, atol=0)
+    assert not list(tmp_path.glob("states/natural_gradient_vi/*/*/seed-2.partial"))
