@@ -3,7 +3,7 @@
 A task runs :func:`prepare_job` -> its input sets (e.g. :func:`test_and_ood_sets`: the
 in-distribution test part and each OOD set present) -> :func:`predict_variants` (or a predict
 step of its own) -> its cells of each variant (scores from :func:`ood_scores` or
-:func:`shift_metrics`) and :func:`record_health`.
+:func:`~bench.metrics.classification_scores.shift_metrics`) and :func:`record_health`.
 
 One job = (method node, model seed). :func:`prepare_job` loads the dataset node and its splits,
 gets the MAP network of the experiment's ``network`` recipe for the seed from the trained-
@@ -39,14 +39,7 @@ from bench.harness.method_nodes import merged_method_node
 from bench.harness.result import TaskResult
 from bench.harness.timing import Stopwatch
 from bench.methods.baselines.map_classifier import MapClassifier
-from bench.metrics.classification_scores import (
-    accuracy,
-    brier,
-    calibration_errors,
-    classification_metrics,
-    mean_confidence,
-    nll,
-)
+from bench.metrics.classification_scores import accuracy, classification_metrics
 from bench.metrics.fit_health import assess, classifier_checks
 from bench.predictive.categorical import Categorical
 from bench.training.image_recipe import initial_weights, network_recipe
@@ -187,16 +180,6 @@ def predict_variants(cfg: DictConfig, job: ClassificationJob, sets: Mapping[str,
         result.metrics["map_test_accuracy"] = accuracy(map_test.predict(job.splits.x_test),
                                                        job.splits.y_test)
     return rows
-
-
-def shift_metrics(predictive: Categorical, labels, n_bins: int) -> dict[str, float]:
-    """Brier, accuracy, NLL, confidence, ECE / MCE over every point and the paper's ECE
-    (which drops confidences >= 0.99; NaN when that leaves no point)."""
-    ece_all, mce_all = calibration_errors(predictive, labels, n_bins, "corrected")
-    return {"brier": brier(predictive, labels), "accuracy": accuracy(predictive, labels),
-            "nll": nll(predictive, labels), "confidence": mean_confidence(predictive),
-            "ece": ece_all, "mce": mce_all,
-            "ece_paper": calibration_errors(predictive, labels, n_bins, "paper")[0]}
 
 
 def test_and_ood_sets(cfg: DictConfig, job: ClassificationJob) -> dict[str, Tensor]:

@@ -170,3 +170,13 @@ def classification_metrics(predictive: Categorical, labels: Tensor,
         scores[f"{name}_confidence"] = mean_confidence(shifted)
         scores[f"{name}_entropy"] = mean_entropy(shifted)
     return scores
+
+
+def shift_metrics(predictive: Categorical, labels, n_bins: int) -> dict[str, float]:
+    """Brier, accuracy, NLL, confidence, ECE / MCE over every point and the paper's ECE
+    (which drops confidences >= 0.99; NaN when that leaves no point)."""
+    ece_all, mce_all = calibration_errors(predictive, labels, n_bins, "corrected")
+    return {"brier": brier(predictive, labels), "accuracy": accuracy(predictive, labels),
+            "nll": nll(predictive, labels), "confidence": mean_confidence(predictive),
+            "ece": ece_all, "mce": mce_all,
+            "ece_paper": calibration_errors(predictive, labels, n_bins, "paper")[0]}

@@ -40,8 +40,8 @@ from bench.jobs.classification_runner import (
     predict_variants,
     prepare_job,
     record_health,
-    shift_metrics,
 )
+from bench.metrics.classification_scores import shift_metrics
 
 SHIFT_KINDS = {"rotation": "angle", "corruption": "severity"}
 

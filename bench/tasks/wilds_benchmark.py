@@ -32,8 +32,9 @@ from bench.harness.method_nodes import instantiate_method
 from bench.harness.result import TaskResult
 from bench.harness.task_inputs import capability, takes
 from bench.harness.timing import Stopwatch
-from bench.jobs.classification_runner import configured_method_node, shift_metrics
+from bench.jobs.classification_runner import configured_method_node
 from bench.metrics import regression as regression_metrics
+from bench.metrics.classification_scores import shift_metrics
 
 SPLIT_LABELS = {"id_test": "id", "ood_test": "ood"}
 # ece_paper is NaN when every confidence is >= 0.99: no cell then.
