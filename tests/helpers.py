@@ -98,12 +98,12 @@ def config_error_line(overrides: list[str], results_dir: Path, capsys, monkeypat
 
 
 def assert_verdict_follows_fit_health(cell, records: list[dict], row: str) -> None:
-    """A report cell of ``row`` is compared (agrees, close, differs) when every record's fit of
-    that row is healthy, and "not comparable" naming the failed fit when one is not (smoke fits
-    may be at chance)."""
+    """A report cell of ``row`` is compared (agrees, close, differs, inconclusive) when every
+    record's fit of that row is healthy, and "not comparable" naming the failed fit when one
+    is not (smoke fits may be at chance)."""
     health = [r.get("health", {}).get(row) for r in records]
     if all(h is None or h["healthy"] for h in health):
-        assert cell["verdict"] in {"agrees", "close", "differs"}, cell["verdict"]
+        assert cell["verdict"] in {"agrees", "close", "differs", "inconclusive"}, cell["verdict"]
     else:
         assert cell["verdict"] == "not comparable" and "fit failed" in cell["cause"], (
             cell["verdict"], cell["cause"])

@@ -101,7 +101,8 @@ def _joined(*reasons: str) -> str:
 
 def _comparable(spec: ArtifactSpec, protocol: str, key: tuple[str, str], verdict: Verdict,
                 ok_records: list[dict[str, Any]]) -> Verdict:
-    """``verdict``, or ``not comparable`` when a judged cell (agrees, close, differs) rests
+    """``verdict``, or ``not comparable`` when a judged cell (agrees, close, differs,
+    inconclusive) rests
     on a fit that failed (the records' health of its row), on records without health where
     the spec says its task records it (``records_health``), or is declared not comparable
     for these records (the spec's reason)."""

@@ -2,13 +2,14 @@
 cannot confirm, one line each, generated from the reports' summaries (never written by hand).
 
 A claim is an anchor of a report spec; a printed number is a table cell with a paper value.
-Contradicted is ``differs``; not confirmed is ``close``, ``missing``, ``failed``, ``needs data``
-or ``not comparable``. Each line gives our number beside the paper's, a link to the report
-section holding it and the cause the spec gives (a side run, a sensitivity row, an independent
-check). Claims get a line each (those waiting for data share one); a number that differs under
-the paper's protocol gets a line of its own, the other numbers one line per (protocol, verdict,
-cause). Reports rendered before causes were required (summary schema 1, or backfilled) are not
-refused; their differs / close without a cause are counted in a section of their own.
+Contradicted is ``differs``; not confirmed is ``close``, ``inconclusive``, ``missing``,
+``failed``, ``needs data`` or ``not comparable``. Each line gives our number beside the
+paper's, a link to the report section holding it and the cause the spec gives (a side run,
+a sensitivity row, an independent check). Claims get a line each (those waiting for data
+share one); a number that differs under the paper's protocol gets a line of its own, the other
+numbers one line per (protocol, verdict, cause). Reports rendered before causes were required
+(summary schema 1, or backfilled) are not refused; their differs / close without a cause are
+counted in a section of their own.
 """
 
 from __future__ import annotations

@@ -10,7 +10,13 @@ import pandas as pd
 
 from bench.reporting.formatting import GAP, markdown_table
 from bench.reporting.summary import VERDICT_RULES_SINCE, under_cause_rule
-from bench.reporting.verdicts import AGREES, NO_PAPER_VALUE, NOT_COMPARABLE, VERDICTS
+from bench.reporting.verdicts import (
+    AGREES,
+    INCONCLUSIVE,
+    NO_PAPER_VALUE,
+    NOT_COMPARABLE,
+    VERDICTS,
+)
 
 SCOREBOARD_HEADING = "Scoreboard"
 
@@ -71,11 +77,13 @@ def rules_text(summary: dict[str, Any]) -> str:
 
 
 def count_texts(summary: dict[str, Any], counts: dict[str, int]) -> dict[str, str]:
-    """The verdict columns of one line; ``not comparable`` is the gap for a summary written
-    before that verdict existed (its cells were judged then)."""
+    """The verdict columns of one line; ``not comparable`` and ``inconclusive`` are the gap
+    for a summary written before that verdict existed (its cells were judged then)."""
     texts = {verdict: str(counts.get(verdict, 0)) for verdict in VERDICTS}
     if not under_cause_rule(summary):
         texts[NOT_COMPARABLE] = GAP
+    if int(summary.get("schema_version") or 1) < VERDICT_RULES_SINCE:
+        texts[INCONCLUSIVE] = GAP
     return texts
 
 

@@ -11,11 +11,12 @@ The rules every report follows (one place, documented in the README):
 - **a tolerance below the statistic's own standard error defers to the CI**
   (:class:`Tolerance`): a cell whose difference exceeds the tolerance is judged on our 95% CI
   and standard error, not on a tolerance the noise cannot resolve;
-- **a CI too wide to decide is inconclusive** (:class:`Tolerance`): the paper value inside
-  our CI agrees only when the CI stays inside the close band (``close`` times the
-  tolerance around the paper value); a CI that reaches past it (two seeds give a Student-t
-  factor of 12.7) cannot tell agreement from a difference, and the cell is
-  ``inconclusive``, with its CI as the cause;
+- **a CI too wide to decide is inconclusive** (:class:`Tolerance`): a difference within the
+  tolerance agrees whatever the CI; beyond it, a paper value inside our CI (read when the
+  rule uses its CI or the tolerance is below our standard error) agrees only when the CI
+  stays inside the close band (``close`` times the tolerance around the paper value); a CI
+  that reaches past it (two seeds give a Student-t factor of 12.7) cannot tell agreement
+  from a difference, and the cell is ``inconclusive``, with its CI as the cause;
 - **a claim's statistic is the claim's own quantity** (:class:`Sign`): a rise is the end
   minus the start, judged by whether its 95% CI over seeds excludes zero (inconclusive when
   it holds zero);
@@ -105,9 +106,9 @@ class VerdictRule:
 
     def classify(self, ours: float, paper: PaperValue | None, ci: tuple[float, float],
                  stderr: float = math.nan) -> str:
-        """``agrees``, ``close`` or ``differs`` for a finite ``ours`` (``no paper value``
-        when the rule needs a paper value and there is none); ``stderr`` is our standard
-        error over seeds (NaN with one seed)."""
+        """``agrees``, ``close``, ``differs`` or ``inconclusive`` for a finite ``ours`` (``no
+        paper value`` when the rule needs a paper value and there is none); ``stderr`` is our
+        standard error over seeds (NaN with one seed)."""
         raise NotImplementedError
 
     def describe(self) -> str:

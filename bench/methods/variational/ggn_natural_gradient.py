@@ -30,6 +30,7 @@ One iteration costs one ``P x P`` product ``R^T R`` of the stacked pseudo-data r
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from dataclasses import dataclass, field, fields
@@ -53,6 +54,8 @@ from bench.models.mlp import MLPShape
 from bench.training.elbo_plateau import ElboPlateauMonitor, ElboPlateauRule
 from bench.training.stopping import StationarityMonitor, StationarityRule, forgetting_iterations
 
+logger = logging.getLogger("bench.training")
+
 ALGORITHMS = tuple(PSEUDO_DATA_RULES)
 # Weight (1 - gamma)^t on the starting precision below which a run may stop.
 FORGETTING_TOLERANCE = 1e-3
@@ -64,6 +67,9 @@ ELBO_RULE_STREAM = 4
 CHECKPOINT_SECONDS = 60.0
 # Checkpoint folders of natural-gradient fits: <results>/states/<kind>/<data set>/<recipe>/.
 CHECKPOINT_KIND = "natural_gradient_vi"
+# Version of the checkpoint's contents, part of the recipe that names its folder: a checkpoint
+# written by code that saved other contents is never read.
+CHECKPOINT_FORMAT = 1
 # The trace's per-iteration lists a checkpoint keeps (the window and ELBO traces are the
 # monitors').
 PER_ITERATION = ("mean_change", "log_det_precision", "train_nll", "gradient_norm")
@@ -218,6 +224,15 @@ def progress_snapshot(state: NaturalGradientState, next_iteration: int, seconds:
             "generator": generator.get_state()}
 
 
+def save_progress(checkpoints: Checkpoints, snapshot: dict) -> None:
+    """Save ``snapshot``; a save that fails (a full disk) is a warning, not the fit's end: the
+    fit goes on, and an interruption then resumes from the last checkpoint that was saved."""
+    try:
+        checkpoints.save(snapshot)
+    except OSError as err:
+        logger.warning("checkpoint not saved (%s); the fit goes on without it", err)
+
+
 def restore_progress(saved: dict, trace: NaturalGradientTrace, monitor: StationarityMonitor,
                      elbo_monitor: ElboPlateauMonitor, generator: torch.Generator,
                      ) -> tuple[NaturalGradientState, int, float]:
@@ -275,7 +290,7 @@ def run_natural_gradient_vi(algorithm: str, network: MLPShape, x: Tensor, y: Ten
         for t in progress(range(start, schedule.iterations), desc=algorithm, unit="it"):
             if (checkpoints is not None and t > start
                     and time.perf_counter() - last_save >= checkpoint_seconds):
-                checkpoints.save(progress_snapshot(
+                save_progress(checkpoints, progress_snapshot(
                     state, t, seconds_before + time.perf_counter() - started, trace, monitor,
                     elbo_monitor, generator))
                 last_save = time.perf_counter()
@@ -359,9 +374,11 @@ class NaturalGradientGGN(GGNPosteriorMethod):
 
     def recipe(self, data: TrainingSet) -> dict[str, Any]:
         """What decides the fit besides the seed (its checkpoints' folder): every setting of
-        the method, the network and the training data's identity and SHA-256."""
+        the method, the network, the training data's identity and SHA-256 and the checkpoint
+        format."""
         settings = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
-        return {"settings": {key: list(value) if isinstance(value, tuple) else value
+        return {"checkpoint_format": CHECKPOINT_FORMAT,
+                "settings": {key: list(value) if isinstance(value, tuple) else value
                              for key, value in settings.items()},
                 "data": {**data.identity(), "sha256": data.content_sha256()}}
 

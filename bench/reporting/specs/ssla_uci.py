@@ -18,7 +18,8 @@ TABLE_4_COLUMNS = ("cov95", "cov75", "cov50", "nll", "crps")
 
 
 def _two_test_points(n_test: int) -> Tolerance:
-    """Coverage within two test points of the paper's value (or the paper inside our CI)."""
+    """Coverage within two test points of the paper's value (or the paper inside a CI that
+    stays inside the close band)."""
     return Tolerance(abs=200.0 / n_test + 1e-9)
 
 
@@ -112,7 +113,8 @@ TABLE_4 = ArtifactSpec(
         "set at seeds 42 and 0-4.",
         "Verdicts: exact printed digits for ASSLA and LA at seed 42 (deterministic given the "
         "network); SSLA coverage within two test points, NLL/CRPS within 0.05 + 10 %, or the "
-        "paper value inside our seed CI.",
+        "paper value inside a seed CI that stays within 3 times that tolerance; a CI holding "
+        "the paper value but reaching past it is inconclusive.",
         REFIT_NOTE,
     ),
 )

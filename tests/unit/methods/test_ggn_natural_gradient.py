@@ -392,3 +392,24 @@ def test_an_interrupted_fit_resumes_to_the_uninterrupted_result(algorithm, tmp_p
                                    equal_nan=True, msg=name)
     torch.testing.assert_close(resumed.draws, whole.draws, rtol=0, atol=0)
     assert not list(tmp_path.glob("states/natural_gradient_vi/*/*/seed-2.partial"))
+
+
+def test_a_checkpoint_that_cannot_be_saved_does_not_end_the_fit(tmp_path, monkeypatch, caplog):
+    from bench.harness.state_store import Checkpoints
+    from bench.methods.variational import ggn_natural_gradient as module
+
+    def disk_full(self, values):
+        raise OSError(28, "No space left on device")
+
+    x, y = toy_data("gaussian")
+    settings = dict(algorithm="voggn", likelihood="gaussian", prior_precision=DELTA,
+                    noise_variance=NOISE, hidden=(4,), n_predictive_samples=5, step_size=0.5,
+                    iterations=6)
+    whole = NaturalGradientGGN(**settings)
+    whole.fit(TrainingSet(x, y), seed=1)
+    monkeypatch.setattr(Checkpoints, "save", disk_full)
+    monkeypatch.setattr(module, "CHECKPOINT_SECONDS", 0.0)
+    saving = NaturalGradientGGN(**settings)
+    saving.fit(TrainingSet(x, y, results_dir=str(tmp_path)), seed=1)
+    assert "checkpoint not saved" in caplog.text
+    assert saving.trace.train_nll == whole.trace.train_nll

@@ -13,6 +13,7 @@ import pytest
 from bench.metrics.fit_health import assess, constant_prediction_check
 from bench.reporting.compare import anchor_table, comparison_table
 from bench.reporting.findings import findings_markdown, group_line
+from bench.reporting.scoreboard import count_texts
 from bench.reporting.spec import Anchor
 from bench.reporting.specs import SPECS
 from bench.reporting.summary import rendered_summary
@@ -125,6 +126,10 @@ def test_a_ci_too_wide_to_decide_is_inconclusive_never_agrees():
     cell = {"verdict": INCONCLUSIVE, "protocol": "paper", "row": "LA", "column": "conf_fmnist",
             "ours": 66.3, "paper": "58.8", "unit": "%", "link": "t.md", "cause": verdict.cause}
     assert "LA conf_fmnist 66.3 vs 58.8" in group_line([cell])
+    # A report judged before the rule shows no count for it on the scoreboard.
+    old = {"schema_version": 2, "causes_required": True}
+    assert count_texts(old, {"agrees": 3})[INCONCLUSIVE] == "—"
+    assert count_texts({"schema_version": 3}, {INCONCLUSIVE: 2})[INCONCLUSIVE] == "2"
 
 
 def test_a_rise_is_judged_by_its_ci_not_its_end_point():
