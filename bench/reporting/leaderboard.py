@@ -14,6 +14,9 @@ Per artifact:
   every verdict is healthy. Otherwise it is listed as not ranked, with the reason: a failed
   or missing job, a failed fit, or records written before fit health (ranking its other
   seeds would choose seeds by their outcome);
+- **only the paper's methods under their names**: a row whose primary cell the spec declares
+  not comparable (``not_comparable``: a stand-in, e.g. Table 2's last-layer LA/FULL at cpu
+  scale) is listed as not ranked, with the spec's reason;
 - rows ranked on the primary metric's mean over seeds with its 95% Student-t interval, ties
   marked where the intervals overlap; the other metrics are shown beside it.
 
@@ -140,7 +143,9 @@ def artifact_board(spec: ArtifactSpec, records: list[dict[str, Any]]) -> Artifac
         if not any(cell["row"] == row and cell["column"] == primary.column
                    for record in by_seed.values() for cell in record.get("cells") or ()):
             continue
-        reason = not_ranked_reason(by_seed, row, primary.column, seeds)
+        reason = (not_ranked_reason(by_seed, row, primary.column, seeds)
+                  or spec.not_comparable_reason(protocol, row, primary.column, ok,
+                                                declared_only=True))
         if reason:
             board.not_ranked[row] = reason
         else:

@@ -231,13 +231,17 @@ class ArtifactSpec:
         return ""
 
     def not_comparable_reason(self, protocol: str, row: str, column: str,
-                              ok_records: list[dict[str, Any]]) -> str:
+                              ok_records: list[dict[str, Any]],
+                              declared_only: bool = False) -> str:
         """Why the cell cannot be judged against the paper ("" when it can): the reasons of
-        every ``not_comparable`` pattern matching it, most specific first, joined by "; "."""
-        declared = [*self.not_comparable.items(),
-                    *((pattern, hardware_reason) for pattern in self.timed),
-                    *((("*", column), averaged_sets_reason(sets))
-                      for column, sets in self.averaged_sets.items())]
+        every ``not_comparable`` pattern matching it, most specific first, joined by "; ".
+        ``declared_only``: the spec's own ``not_comparable`` reasons alone (a stand-in for the
+        paper's method), without seconds on other hardware or other averaged sets."""
+        declared = list(self.not_comparable.items())
+        if not declared_only:
+            declared += [*((pattern, hardware_reason) for pattern in self.timed),
+                         *((("*", column), averaged_sets_reason(sets))
+                           for column, sets in self.averaged_sets.items())]
         matching = [(p, reason) for p, reason in declared if _matches(p, protocol, row, column)]
         matching.sort(key=lambda item: _specificity(item[0]), reverse=True)
         reasons = []

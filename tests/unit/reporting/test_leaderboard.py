@@ -3,6 +3,7 @@ the corrected protocol where there is one, and a mean rank across artifacts."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -165,3 +166,15 @@ def test_the_reports_index_links_the_leaderboard_once_there_is_one(tmp_path):
     assert "leaderboard.md" not in index_markdown(tmp_path)
     (tmp_path / "leaderboard.md").write_text("# Leaderboard (cpu scale)\n")
     assert "[leaderboard.md](leaderboard.md)" in index_markdown(tmp_path)
+
+
+def test_a_row_the_spec_declares_a_stand_in_is_not_ranked_under_the_papers_name():
+    spec = dataclasses.replace(SPEC, not_comparable={("*", "FULL", "*"): "last-layer stand-in"},
+                               timed=(("*", "*", "nll"),))
+    records = [*[_record("paper", s, _cells("FULL", 0.5, 95.0), {"FULL": True})
+                 for s in range(2)],
+               *[_record("paper", s, _cells("DIAG", 1.0 + s, 95.0), {"DIAG": True})
+                 for s in range(2)]]
+    board = artifact_board(spec, records)
+    assert [s.row for s in board.standings] == ["DIAG"]  # seconds-only reasons do not count
+    assert board.not_ranked["FULL"] == "last-layer stand-in"
