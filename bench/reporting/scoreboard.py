@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from bench.reporting.formatting import GAP, markdown_table
-from bench.reporting.summary import VERDICT_RULES_SINCE, under_cause_rule
+from bench.reporting.summary import under_cause_rule, under_verdict_rules
 from bench.reporting.verdicts import (
     AGREES,
     INCONCLUSIVE,
@@ -70,9 +70,9 @@ def studies_text(summary: dict[str, Any], protocol: str) -> str:
 
 def rules_text(summary: dict[str, Any]) -> str:
     """Which verdict rules a summary's verdicts were judged under."""
-    version = int(summary.get("schema_version") or 1)
-    if version >= VERDICT_RULES_SINCE:
+    if under_verdict_rules(summary):
         return "current"
+    version = int(summary.get("schema_version") or 1)
     return f"before fit health (schema {version}): re-render from records"
 
 
@@ -82,7 +82,7 @@ def count_texts(summary: dict[str, Any], counts: dict[str, int]) -> dict[str, st
     texts = {verdict: str(counts.get(verdict, 0)) for verdict in VERDICTS}
     if not under_cause_rule(summary):
         texts[NOT_COMPARABLE] = GAP
-    if int(summary.get("schema_version") or 1) < VERDICT_RULES_SINCE:
+    if not under_verdict_rules(summary):
         texts[INCONCLUSIVE] = GAP
     return texts
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from bench.reporting.files import report_paths
 from bench.reporting.spec import ArtifactSpec
-from bench.reporting.summary import VERDICT_RULES_SINCE, verdict_counts
+from bench.reporting.summary import under_verdict_rules, verdict_counts
 
 CORRECTED_CLAIM = "[protocol corrected]"
 
@@ -29,7 +29,7 @@ def split_older_summary(summary: dict[str, Any], spec: ArtifactSpec,
                         out_dir: Path) -> dict[str, Any]:
     """``summary`` with study flags and split counts (a copy); unchanged when it already has
     them (schema ``VERDICT_RULES_SINCE`` or later)."""
-    if int(summary.get("schema_version") or 1) >= VERDICT_RULES_SINCE:
+    if under_verdict_rules(summary):
         return summary
     split = {**summary}
     split["unconfirmed_cells"] = [

@@ -296,6 +296,12 @@ def needs_data_summary(spec: ArtifactSpec, table: pd.DataFrame, anchors: pd.Data
     }
 
 
+def under_verdict_rules(summary: dict[str, Any]) -> bool:
+    """Whether a summary's verdicts were judged under the current verdict rules (schema
+    ``VERDICT_RULES_SINCE`` or later)."""
+    return int(summary.get("schema_version") or 1) >= VERDICT_RULES_SINCE
+
+
 def under_cause_rule(summary: dict[str, Any]) -> bool:
     """Whether a summary was written under the cause rule: rendered (not backfilled) with
     schema version 2 or later."""

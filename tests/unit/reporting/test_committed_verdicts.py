@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from bench.reporting.specs import SPECS
-from bench.reporting.summary import VERDICT_RULES_SINCE
+from bench.reporting.summary import under_verdict_rules
 from bench.reporting.targets import PaperValue
 from bench.reporting.verdicts import JUDGED, judge
 
@@ -28,9 +28,9 @@ def judged_reports() -> list[tuple[str, Path]]:
         summary = csv.with_suffix(".summary.json")
         if key not in SPECS or not summary.exists():
             continue
-        schema = int(json.loads(summary.read_text()).get("schema_version") or 1)
         columns = set(csv.open().readline().strip().split(","))
-        if schema >= VERDICT_RULES_SINCE and {"verdict", "stderr"} <= columns:
+        if (under_verdict_rules(json.loads(summary.read_text()))
+                and {"verdict", "stderr"} <= columns):
             found.append((key, csv))
     return found
 
